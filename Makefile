@@ -1,0 +1,35 @@
+# Two entry points for everyone: `make lab` and `make test`. Each sets up .venv when needed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(CURDIR)/$(VENV)/bin
+STAMP  := $(VENV)/.installed
+PORT   ?= 8888
+# nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
+RUN    := PATH="$(BIN):$$PATH"
+
+.PHONY: setup lab test test-fast exercises autograde feedback figures clean-grading
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[course,dev,triton]'
+	@touch $(STAMP)
+
+setup: $(STAMP)  ## create or update .venv with the course, the tools and the test deps
+
+lab: $(STAMP)  ## serve the course in JupyterLab on 127.0.0.1 (prints the URL with its token)
+	$(RUN) jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)"
+
+test: $(STAMP)  ## the whole suite: library, properties, notebooks, nbgrader pipeline
+	$(RUN) python -m pytest -n 2 --dist loadgroup
+
+test-fast: $(STAMP)  ## library tests only (skips notebook execution and the nbgrader pipeline)
+	$(RUN) python -m pytest -m "not slow"
+
+exercises: $(STAMP)  ## regenerate exercises/ (student copies) from solutions/ with nbgrader
+	$(RUN) python -m pagedkv_lib.course generate
+
+autograde: $(STAMP)  ## autograde everything in submitted/ and export grades to grades.csv
+	$(RUN) python -m pagedkv_lib.course autograde
+
+clean-grading:  ## remove the instructor's grading outputs (gradebook, autograded/, feedback/)
+	rm -rf autograded feedback gradebook.db grades.csv

@@ -1,0 +1,67 @@
+"""Library errors and the argument checks every public function uses.
+
+Bad arguments raise ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind,
+outside what is allowed). Each message names the argument, the bad value and what is
+allowed, because learners read these messages. Errors about the library's *state*
+(a pool that ran out of blocks, an unknown request) derive from :class:`PagedKVError`.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Iterable
+
+
+class PagedKVError(Exception):
+    """Base class for errors about the state of a pagedkv_lib object."""
+
+
+class OutOfBlocksError(PagedKVError):
+    """A request needs more physical KV blocks than the pool can give, even after eviction."""
+
+
+def check_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as an ``int`` if it is an integer in ``[minimum, maximum]``.
+
+    ``bool`` is rejected (``True`` is not a token count), and so are floats, even
+    integral ones such as ``4.0``: a float length usually means a division went wrong.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        allowed = _range_text(minimum, maximum)
+        raise TypeError(f"{name} must be an integer{allowed}, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be an integer{_range_text(minimum, maximum)}, got {value}")
+    return value
+
+
+def check_number(name: str, value, *, low: float, high: float, low_open: bool = False,
+                 high_open: bool = False) -> float:
+    """Return ``value`` as a ``float`` if it is a finite real number in the given interval."""
+    interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number in {interval}, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    too_low = value <= low if low_open else value < low
+    too_high = value >= high if high_open else value > high
+    if math.isnan(value) or too_low or too_high:
+        raise ValueError(f"{name} must be a number in {interval}, got {value}")
+    return value
+
+
+def check_choice(name: str, value, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices`` (strings), else raise naming them all."""
+    choices = list(choices)
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def _range_text(minimum, maximum) -> str:
+    if minimum is not None and maximum is not None:
+        return f" in [{minimum}, {maximum}]"
+    if minimum is not None:
+        return f" >= {minimum}"
+    if maximum is not None:
+        return f" <= {maximum}"
+    return ""

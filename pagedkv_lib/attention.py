@@ -1,0 +1,319 @@
+"""Paged attention in plain torch: the spec the Triton kernel and the tiny model are checked against.
+
+Cache layout, per layer: ``k_cache`` and ``v_cache`` of shape ``[num_blocks, S, H_kv, D]``
+(blocks, tokens per block, KV heads, head dim), the NHD layout of vLLM and FlashInfer. Token
+position ``p`` of a request lives in physical block ``block_table[p // S]`` at offset ``p % S``,
+i.e. at slot ``block_table[p // S] * S + p % S`` of the cache viewed as ``[num_blocks * S, H_kv, D]``.
+
+Grouped-query attention: ``H_q`` query heads share ``H_kv`` KV heads, ``G = H_q / H_kv`` query
+heads per KV head; query head ``h`` reads KV head ``h // G`` (the order ``repeat_interleave`` gives).
+
+The invariant the course rests on: paging changes where K and V are stored, never the result.
+Every paged function here equals :func:`dense_attention` on the gathered K/V, to ``1e-5`` in fp32.
+
+Precision: all functions compute in fp32 (fp16/bf16 inputs are upcast chunk by chunk, the way a
+kernel accumulates in fp32) and round the output to the input dtype once. So a half-precision
+result differs from the fp32 result on the same (already rounded) inputs by about one output
+rounding: see :data:`TOLERANCES`.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .csr import PAD_BLOCK, from_csr, to_csr
+from .errors import check_int
+
+__all__ = ["TOLERANCES", "write_kv", "gather_kv", "dense_attention", "paged_decode_gather",
+           "paged_decode_online", "paged_prefill", "to_csr", "from_csr", "PAD_BLOCK"]
+
+TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16: (8e-3, 8e-3)}
+"""``(atol, rtol)`` between a paged result in a dtype and the fp32 dense result on the same inputs.
+
+fp32: summation order only. fp16 (10-bit mantissa) and bf16 (7-bit): one rounding of an output
+of magnitude about 1 costs up to 2**-11 = 4.9e-4 and 2**-8 = 3.9e-3; the bounds leave 2x room.
+"""
+
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+# ---------------------------------------------------------------- argument checks
+
+def _shape(t: torch.Tensor) -> tuple:
+    return tuple(t.shape)
+
+
+def _check_float(name: str, t, dims: int, layout: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor {layout}, got {type(t).__name__}")
+    if t.dtype not in _FLOATS:
+        raise TypeError(f"{name} must be float32, float16 or bfloat16, got {t.dtype}")
+    if t.dim() != dims:
+        raise ValueError(f"{name} must have shape {layout}, got shape {_shape(t)}")
+
+
+def _check_cache(k_cache, v_cache) -> None:
+    """Both caches ``[num_blocks, S, H_kv, D]``, equal shapes and dtypes."""
+    layout = "[num_blocks, block_size, H_kv, D]"
+    _check_float("k_cache", k_cache, 4, layout)
+    _check_float("v_cache", v_cache, 4, layout)
+    if k_cache.shape != v_cache.shape or k_cache.dtype != v_cache.dtype:
+        raise ValueError(f"k_cache {_shape(k_cache)} {k_cache.dtype} and v_cache {_shape(v_cache)} "
+                         f"{v_cache.dtype} must have the same shape and dtype")
+
+
+def _check_heads(q_shape: tuple, kv_shape: tuple, q_name: str, kv_name: str) -> int:
+    """Return ``G = H_q / H_kv`` after checking head dims and divisibility (last two dims: heads, D)."""
+    (h_q, d_q), (h_kv, d_kv) = q_shape[-2:], kv_shape[-2:]
+    if d_q != d_kv:
+        raise ValueError(f"{q_name} has shape {q_shape} and {kv_name} has shape {kv_shape}: "
+                         f"head dims differ ({d_q} vs {d_kv})")
+    if h_kv == 0 or h_q % h_kv:
+        raise ValueError(f"{q_name} has shape {q_shape} and {kv_name} has shape {kv_shape}: "
+                         f"query heads {h_q} are not a multiple of KV heads {h_kv}")
+    return h_q // h_kv
+
+
+def _check_same_dtype(q, k_cache) -> None:
+    if q.dtype != k_cache.dtype:
+        raise TypeError(f"q is {q.dtype} but the cache is {k_cache.dtype}: use one dtype")
+
+
+def _index_tensor(name: str, value, dims: int) -> torch.Tensor:
+    """An integer tensor of ``dims`` dimensions on the CPU, as int64 (block ids, lengths, slots)."""
+    if not isinstance(value, torch.Tensor):
+        value = torch.as_tensor(value)
+    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integers, got dtype {value.dtype}")
+    if value.dim() != dims:
+        raise ValueError(f"{name} must have {dims} dimension(s), got shape {_shape(value)}")
+    return value.to(torch.int64)
+
+
+def _check_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, k_cache: torch.Tensor,
+                  min_len: int = 1) -> None:
+    """Lengths fit their tables, and every block a length uses names a real physical block.
+
+    Entries past a request's ``ceil(T / S)`` blocks are padding and are never read.
+    """
+    num_blocks, S = k_cache.shape[:2]
+    if block_tables.shape[0] != seq_lens.shape[0]:
+        raise ValueError(f"block_tables has shape {_shape(block_tables)} [B, max_blocks] but seq_lens has "
+                         f"shape {_shape(seq_lens)} [B]: batch sizes differ")
+    if seq_lens.numel() == 0:
+        return
+    if int(seq_lens.min()) < min_len:
+        raise ValueError(f"seq_lens must all be >= {min_len} token(s), got {seq_lens.tolist()}")
+    capacity = block_tables.shape[1] * S
+    if int(seq_lens.max()) > capacity:
+        raise ValueError(f"seq_lens {seq_lens.tolist()} exceed the capacity of block_tables with shape "
+                         f"{_shape(block_tables)}: {block_tables.shape[1]} blocks x {S} tokens = {capacity}")
+    used = torch.arange(block_tables.shape[1]) < ((seq_lens + S - 1) // S)[:, None]
+    ids = block_tables[used]
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_blocks):
+        bad = ids[(ids < 0) | (ids >= num_blocks)].tolist()
+        raise ValueError(f"block_tables {_shape(block_tables)} names block ids {bad} outside the cache "
+                         f"{_shape(k_cache)}, whose ids run 0..{num_blocks - 1}")
+
+
+def _scale(scale, head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+
+
+# ---------------------------------------------------------------- writing and reading the cache
+
+def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+             slot_mapping) -> None:
+    """Store ``N`` tokens' keys and values ``[N, H_kv, D]`` at their slots, in place.
+
+    ``slot_mapping[i]`` is the flat slot (``block * S + offset``) of token ``i``; ``-1`` marks a
+    padding token, which is skipped. Two tokens may not share a slot (the winner would be undefined).
+    """
+    _check_cache(k_cache, v_cache)
+    _check_float("k", k, 3, "[N, H_kv, D]")
+    _check_float("v", v, 3, "[N, H_kv, D]")
+    slots = _index_tensor("slot_mapping", slot_mapping, 1)
+    if k.shape != v.shape or k.shape[1:] != k_cache.shape[2:] or k.shape[0] != slots.shape[0]:
+        raise ValueError(f"k {_shape(k)} and v {_shape(v)} must both be [N, H_kv, D] matching the cache "
+                         f"{_shape(k_cache)} and slot_mapping {_shape(slots)} [N]")
+    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        raise ValueError("k_cache and v_cache must be contiguous to be written in place by slot")
+    num_slots = k_cache.shape[0] * k_cache.shape[1]
+    keep = slots != -1
+    live = slots[keep]
+    if live.numel() and (int(live.min()) < 0 or int(live.max()) >= num_slots):
+        raise ValueError(f"slot_mapping {slots.tolist()} has slots outside [0, {num_slots}) of the cache "
+                         f"{_shape(k_cache)} (-1 alone means padding)")
+    if live.unique().numel() != live.numel():
+        raise ValueError(f"slot_mapping {slots.tolist()} writes one slot twice")
+    k_cache.view(num_slots, *k_cache.shape[2:])[live] = k[keep].to(k_cache.dtype)
+    v_cache.view(num_slots, *v_cache.shape[2:])[live] = v[keep].to(v_cache.dtype)
+
+
+def gather_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, block_table, num_tokens: int):
+    """One request's logical K and V, ``[num_tokens, H_kv, D]`` each, copied out of its blocks."""
+    _check_cache(k_cache, v_cache)
+    table = _index_tensor("block_table", block_table, 1)
+    num_tokens = check_int("num_tokens", num_tokens, minimum=1)
+    _check_tables(table[None], torch.tensor([num_tokens]), k_cache)
+    S = k_cache.shape[1]
+    ids = table[: (num_tokens + S - 1) // S]
+    k = k_cache[ids].flatten(0, 1)[:num_tokens]
+    v = v_cache[ids].flatten(0, 1)[:num_tokens]
+    return k, v
+
+
+# ---------------------------------------------------------------- dense reference
+
+def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = True,
+                    scale: float | None = None) -> torch.Tensor:
+    """Softmax attention of ``q [T_q, H_q, D]`` over ``k, v [T_k, H_kv, D]``, returning ``[T_q, H_q, D]``.
+
+    The reference: GQA by repeating each KV head ``G`` times, then textbook softmax(QK^T)V.
+    ``causal`` aligns the last query with the last key: query ``i`` sits at position
+    ``T_k - T_q + i`` and sees keys ``0 .. T_k - T_q + i`` (decode is ``T_q = 1``).
+    """
+    _check_float("q", q, 3, "[T_q, H_q, D]")
+    _check_float("k", k, 3, "[T_k, H_kv, D]")
+    _check_float("v", v, 3, "[T_k, H_kv, D]")
+    if k.shape != v.shape:
+        raise ValueError(f"k has shape {_shape(k)} but v has shape {_shape(v)}: they must match")
+    group = _check_heads(_shape(q), _shape(k), "q", "k")
+    _check_same_dtype(q, k)
+    t_q, t_k = q.shape[0], k.shape[0]
+    if t_k == 0 or (causal and t_q > t_k):
+        raise ValueError(f"q has shape {_shape(q)} and k has shape {_shape(k)}: causal attention needs "
+                         f"1 <= T_q <= T_k so that every query sees a key")
+    kr = k.float().repeat_interleave(group, dim=1)                     # [T_k, H_q, D]
+    vr = v.float().repeat_interleave(group, dim=1)
+    scores = torch.einsum("qhd,khd->hqk", q.float(), kr) * _scale(scale, q.shape[-1])
+    if causal:
+        future = torch.ones(t_q, t_k, dtype=torch.bool).triu(t_k - t_q + 1)
+        scores = scores.masked_fill(future, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    return torch.einsum("hqk,khd->qhd", probs, vr).to(q.dtype)
+
+
+def _grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                       scale: float) -> torch.Tensor:
+    """:func:`dense_attention` without repeating K/V: fp32 ``[T_q, H_q, D]`` from checked inputs.
+
+    Layout decides speed here. ``k.permute(1, 2, 0)`` is a strided *view* ``[H_kv, D, T_k]``
+    (batch stride ``D``, row stride ``H_kv * D``) that BLAS multiplies in place; making it
+    contiguous first, or repeating heads, copies the whole K and ran over 20x slower on a CPU.
+    """
+    t_q, h_q, d = q.shape
+    t_k, h_kv, _ = k.shape
+    group = h_q // h_kv
+    # [T_q, H_kv, G, D] -> [H_kv, G * T_q, D]: each KV head multiplies all of its query heads at once.
+    qg = (q.float() * scale).view(t_q, h_kv, group, d).permute(1, 2, 0, 3).reshape(h_kv, group * t_q, d)
+    scores = torch.bmm(qg, k.float().permute(1, 2, 0))                 # [H_kv, G * T_q, T_k]
+    if causal and t_q > 1:
+        future = torch.ones(t_q, t_k, dtype=torch.bool).triu(t_k - t_q + 1)
+        scores = scores.view(h_kv, group, t_q, t_k).masked_fill(future, float("-inf")).view_as(scores)
+    out = torch.bmm(torch.softmax(scores, dim=-1), v.float().transpose(0, 1))   # [H_kv, G * T_q, D]
+    return out.view(h_kv, group, t_q, d).permute(2, 0, 1, 3).reshape(t_q, h_q, d)
+
+
+# ---------------------------------------------------------------- paged attention
+
+def _check_decode(q, k_cache, v_cache, block_tables, seq_lens):
+    """Checked ``(block_tables, seq_lens)`` as int64 for a decode batch ``q [B, H_q, D]``."""
+    _check_cache(k_cache, v_cache)
+    _check_float("q", q, 3, "[B, H_q, D]")
+    _check_heads(_shape(q), _shape(k_cache), "q", "k_cache")
+    _check_same_dtype(q, k_cache)
+    tables = _index_tensor("block_tables", block_tables, 2)
+    lens = _index_tensor("seq_lens", seq_lens, 1)
+    if tables.shape[0] != q.shape[0]:
+        raise ValueError(f"q has shape {_shape(q)} [B, H_q, D] but block_tables has shape "
+                         f"{_shape(tables)} [B, max_blocks]: batch sizes differ")
+    _check_tables(tables, lens, k_cache)
+    return tables, lens
+
+
+def paged_decode_gather(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables,
+                        seq_lens, *, scale: float | None = None) -> torch.Tensor:
+    """Decode attention, readable version: gather each request's K/V through its table, then attend.
+
+    ``q [B, H_q, D]`` holds one new token per request (its K/V already written), request ``b``
+    sees ``seq_lens[b]`` tokens; returns ``[B, H_q, D]``. Costs a full copy of each request's K/V.
+    """
+    tables, lens = _check_decode(q, k_cache, v_cache, block_tables, seq_lens)
+    scale = _scale(scale, q.shape[-1])
+    out = torch.empty(q.shape, dtype=torch.float32)
+    for b, num_tokens in enumerate(lens.tolist()):
+        k, v = gather_kv(k_cache, v_cache, tables[b], num_tokens)       # [T_b, H_kv, D] each
+        out[b] = _grouped_attention(q[b : b + 1], k, v, False, scale)[0]
+    return out.to(q.dtype)
+
+
+def paged_decode_online(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables,
+                        seq_lens, *, scale: float | None = None, blocks_per_step: int = 16) -> torch.Tensor:
+    """Decode attention, memory-lean version: walk the blocks with an online softmax.
+
+    Same contract as :func:`paged_decode_gather`. Each step copies ``blocks_per_step`` blocks of
+    every request still active into two reused buffers and folds them into a running max ``m``,
+    running denominator ``l`` and running numerator ``acc`` (rescaled by ``exp(m_old - m_new)``
+    when the max grows), so extra memory is ``2 * B * blocks_per_step * S`` tokens' K/V whatever
+    the context length. Requests are walked longest first, so the requests still active at a step
+    are a prefix of the batch and no step computes on a finished request.
+    """
+    tables, lens = _check_decode(q, k_cache, v_cache, block_tables, seq_lens)
+    steps = check_int("blocks_per_step", blocks_per_step, minimum=1)
+    batch, h_q, d = q.shape
+    S, h_kv = k_cache.shape[1], k_cache.shape[2]
+    group = h_q // h_kv
+    order = torch.argsort(lens, descending=True, stable=True)
+    lens, tables = lens[order], tables[order]
+    n_blocks = (lens + S - 1) // S
+    qg = (q[order].float() * _scale(scale, d)).view(batch, h_kv, group, d)
+    m = torch.full((batch, h_kv, group), float("-inf"))
+    denom = torch.zeros(batch, h_kv, group)
+    acc = torch.zeros(batch, h_kv, group, d)
+    k_buf = k_cache.new_empty(batch * steps, S, h_kv, d)               # reused: no allocation per step
+    v_buf = torch.empty_like(k_buf)
+    first_blocks = range(0, int(n_blocks.max()) if batch else 0, steps)
+    for j in first_blocks:
+        n = int((n_blocks > j).sum())                                  # active requests: a prefix
+        width = min(steps, tables.shape[1] - j)
+        ids = tables[:n, j : j + width]
+        live = torch.arange(j, j + width) < n_blocks[:n, None]
+        ids = torch.where(live, ids, 0).flatten()                      # padding entries read block 0, masked below
+        k = torch.index_select(k_cache, 0, ids, out=k_buf[: n * width]).view(n, width * S, h_kv, d).float()
+        v = torch.index_select(v_cache, 0, ids, out=v_buf[: n * width]).view(n, width * S, h_kv, d).float()
+        scores = torch.stack([torch.bmm(qg[:n, h], k[:, :, h].transpose(1, 2)) for h in range(h_kv)], 1)
+        positions = torch.arange(j * S, (j + width) * S)
+        scores.masked_fill_((positions >= lens[:n, None])[:, None, None, :], float("-inf"))
+        # Invariant: every active request has >= 1 real token in this step, so m_new is finite.
+        m_new = torch.maximum(m[:n], scores.amax(-1))
+        rescale = torch.exp(m[:n] - m_new)
+        probs = torch.exp(scores - m_new[..., None])                   # [n, H_kv, G, width * S]
+        denom[:n] = denom[:n] * rescale + probs.sum(-1)
+        pv = torch.stack([torch.bmm(probs[:, h], v[:, :, h]) for h in range(h_kv)], 1)
+        acc[:n] = acc[:n] * rescale[..., None] + pv
+        m[:n] = m_new
+    out = torch.empty(batch, h_q, d, dtype=q.dtype)
+    out[order] = (acc / denom[..., None]).view(batch, h_q, d).to(q.dtype)
+    return out
+
+
+def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table,
+                  num_cached: int, *, scale: float | None = None) -> torch.Tensor:
+    """Prefill ``T_new`` new tokens of one request on top of ``num_cached`` tokens already in its blocks.
+
+    ``q [T_new, H_q, D]``; the new tokens' K/V must already be written at positions
+    ``num_cached .. num_cached + T_new - 1``. New token ``i`` attends to the cached prefix and to
+    new tokens ``0 .. i`` (what prefix caching needs: the prefix is read, never recomputed).
+    Returns ``[T_new, H_q, D]``.
+    """
+    _check_cache(k_cache, v_cache)
+    _check_float("q", q, 3, "[T_new, H_q, D]")
+    _check_heads(_shape(q), _shape(k_cache), "q", "k_cache")
+    _check_same_dtype(q, k_cache)
+    cached = check_int("num_cached", num_cached, minimum=0)
+    if q.shape[0] < 1:
+        raise ValueError(f"q has shape {_shape(q)}: prefill needs at least one new token")
+    k, v = gather_kv(k_cache, v_cache, block_table, cached + q.shape[0])
+    return _grouped_attention(q, k, v, True, _scale(scale, q.shape[-1])).to(q.dtype)

@@ -1,0 +1,83 @@
+"""Block tables <-> FlashInfer's CSR page lists: two spellings of the same mapping.
+
+A batch of ``B`` requests can name its KV pages in two ways:
+
+* padded block tables ``[B, max_blocks]`` plus lengths ``seq_lens[B]`` (tokens), as vLLM does;
+* compressed sparse rows, as FlashInfer does: ``kv_indptr[B + 1]`` (offsets into the page list),
+  ``kv_indices[sum_i N_i]`` (physical page ids, request after request) and
+  ``kv_last_page_len[B]`` (tokens in each request's last page, in ``[1, S]``).
+
+They agree through ``N_i = ceil(T_i / S)`` and ``T_i = S * (N_i - 1) + last_page_len_i``.
+Every request holds at least one token (``T_i >= 1``): CSR has no way to say "zero pages"
+and still give a last-page length in ``[1, S]``. Outputs are ``torch.int32`` like FlashInfer's.
+"""
+from __future__ import annotations
+
+import torch
+
+from .errors import check_int
+
+PAD_BLOCK = -1
+"""Block-table entry past a request's last block: "no block here"."""
+
+
+def _int_tensor(name: str, value, dims: int) -> torch.Tensor:
+    """``value`` as an integer tensor of ``dims`` dimensions, or a ValueError naming its shape."""
+    value = torch.as_tensor(value)
+    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integers, got dtype {value.dtype}")
+    if value.dim() != dims:
+        raise ValueError(f"{name} must have {dims} dimension(s), got shape {tuple(value.shape)}")
+    return value.to(torch.int64)
+
+
+def to_csr(block_tables, seq_lens, block_size: int):
+    """Turn padded block tables ``[B, max_blocks]`` and lengths ``[B]`` (tokens) into CSR.
+
+    Returns ``(kv_indptr [B+1], kv_indices [sum N_i], kv_last_page_len [B])``; only the first
+    ``N_i = ceil(T_i / S)`` entries of row ``i`` are read, so padding may hold anything.
+    """
+    S = check_int("block_size", block_size, minimum=1)
+    tables = _int_tensor("block_tables", block_tables, 2)
+    lens = _int_tensor("seq_lens", seq_lens, 1)
+    if tables.shape[0] != lens.shape[0]:
+        raise ValueError(f"block_tables has shape {tuple(tables.shape)} [B, max_blocks] but seq_lens has "
+                         f"shape {tuple(lens.shape)} [B]: batch sizes differ")
+    if lens.numel() and int(lens.min()) < 1:
+        raise ValueError(f"seq_lens must all be >= 1 token, got {lens.tolist()}")
+    n_blocks = (lens + S - 1) // S
+    capacity = tables.shape[1] * S
+    if n_blocks.numel() and int(n_blocks.max()) > tables.shape[1]:
+        raise ValueError(f"seq_lens {lens.tolist()} exceed the capacity of block_tables with shape "
+                         f"{tuple(tables.shape)}: {tables.shape[1]} blocks x {S} tokens = {capacity} tokens")
+    used = torch.arange(tables.shape[1]) < n_blocks[:, None]       # [B, max_blocks] row-major order
+    indptr = torch.zeros(lens.shape[0] + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(n_blocks, 0)
+    last_page_len = lens - S * (n_blocks - 1)
+    return indptr.to(torch.int32), tables[used].to(torch.int32), last_page_len.to(torch.int32)
+
+
+def from_csr(kv_indptr, kv_indices, kv_last_page_len, block_size: int, *, max_blocks: int | None = None):
+    """Turn CSR page lists back into ``(block_tables [B, max_blocks], seq_lens [B])`` (int64).
+
+    Rows are padded with ``PAD_BLOCK`` past each request's last page; ``max_blocks`` defaults
+    to the longest request's page count.
+    """
+    S = check_int("block_size", block_size, minimum=1)
+    indptr = _int_tensor("kv_indptr", kv_indptr, 1)
+    indices = _int_tensor("kv_indices", kv_indices, 1)
+    last = _int_tensor("kv_last_page_len", kv_last_page_len, 1)
+    if indptr.shape[0] != last.shape[0] + 1:
+        raise ValueError(f"kv_indptr has shape {tuple(indptr.shape)} but kv_last_page_len has shape "
+                         f"{tuple(last.shape)}: kv_indptr needs one entry more (B + 1)")
+    n_blocks = indptr[1:] - indptr[:-1]
+    if int(indptr[0]) != 0 or int(indptr[-1]) != indices.shape[0] or (n_blocks.numel() and int(n_blocks.min()) < 1):
+        raise ValueError(f"kv_indptr must start at 0, rise by >= 1 page per request and end at "
+                         f"len(kv_indices)={indices.shape[0]}, got {indptr.tolist()}")
+    if last.numel() and (int(last.min()) < 1 or int(last.max()) > S):
+        raise ValueError(f"kv_last_page_len must lie in [1, block_size={S}], got {last.tolist()}")
+    longest = int(n_blocks.max()) if n_blocks.numel() else 0
+    width = longest if max_blocks is None else check_int("max_blocks", max_blocks, minimum=longest)
+    tables = torch.full((last.shape[0], width), PAD_BLOCK, dtype=torch.int64)
+    tables[torch.arange(width) < n_blocks[:, None]] = indices
+    return tables, S * (n_blocks - 1) + last

@@ -1,0 +1,484 @@
+"""A paged block manager: block tables, prefix caching, fork with copy-on-write, slot mapping.
+
+Each request (a sequence of token ids) owns a *block table*: the physical blocks that hold its
+KV states in logical order. Position ``p`` lives in slot ``p % S`` of block ``table[p // S]``,
+so its flat slot in the cache is ``table[p // S] * S + p % S`` (``S`` = block size in tokens).
+A request holds exactly ``ceil(T / S)`` blocks for its ``T`` tokens; only the last one can be
+partly empty.
+
+Semantics follow vLLM's v1 KV cache manager (see :mod:`pagedkv_lib.block_pool` for the pool):
+
+* **Prefix caching.** Every *full* block gets a hash chained from its parent block's hash, its
+  token ids and an optional ``salt`` (a tenant or adapter id: requests with different salts
+  never share). A new prompt walks its chain from the first block and reuses cached blocks up
+  to the first miss. The last prompt token is never served from the cache, because the model
+  must compute its logits to sample the next token: a prompt of ``T`` tokens can reuse at most
+  ``(T - 1) // S`` blocks, so a prompt that is exactly one cached block long reuses nothing.
+* **Fork** (parallel sampling, beam search): the child maps every block of the parent,
+  including a partly filled last block, by bumping ref counts.
+* **Copy-on-write.** Appending into a partly filled last block that another table also holds
+  first copies it into a fresh block. :meth:`BlockManager.append_tokens` returns the copies as
+  ``(src, dst)`` block pairs so that an attention layer can copy the K/V states of ``src`` into
+  ``dst`` before it writes the new tokens. Full blocks are never written again, so sharing
+  them needs no copy.
+* **Freeing** releases a table tail first, so that a request's prefix blocks, the ones other
+  requests are most likely to hit, are evicted last.
+* **Atomic failure.** A call that needs more blocks than are free (cached free blocks count:
+  they are evicted on demand) raises :class:`~pagedkv_lib.errors.OutOfBlocksError` before it
+  changes anything. So does every bad argument (``TypeError``/``ValueError``).
+
+Ledger figures (:meth:`BlockManager.stats`) use the subject page's symbols: logical tokens
+``sum_i T_i``; unique tokens = token states physically stored (a block shared by several
+tables counts once; a copy-on-write copy counts again); reserved slots ``R = S * used_blocks``;
+slack ``W = R - unique``.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .block_pool import BlockPool
+from .errors import OutOfBlocksError, PagedKVError, check_int
+
+
+class UnknownRequestError(PagedKVError, KeyError):
+    """A request id the manager does not hold: never added, or already freed."""
+
+    def __str__(self) -> str:  # KeyError would wrap the message in quotes
+        return str(self.args[0])
+
+
+class DuplicateRequestError(PagedKVError, ValueError):
+    """A request id that is already live was added or forked into again."""
+
+
+class InvariantError(PagedKVError, AssertionError):
+    """:meth:`BlockManager.check_invariants` found a broken invariant (a bug, not bad input)."""
+
+
+@dataclass(frozen=True)
+class AllocatorStats:
+    """A snapshot of a :class:`BlockManager`. Blocks in blocks, tokens in tokens, slots in token slots."""
+
+    num_blocks: int
+    block_size: int
+    num_requests: int
+    used_blocks: int
+    free_blocks: int
+    cached_free_blocks: int
+    prefix_queries_tokens: int
+    prefix_hit_tokens: int
+    cow_copies: int
+    evictions: int
+    logical_tokens: int
+    unique_tokens: int
+    reserved_slots: int
+    slack: int
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Prompt tokens served from the prefix cache per prompt token admitted (0.0 before any)."""
+        return self.prefix_hit_tokens / self.prefix_queries_tokens if self.prefix_queries_tokens else 0.0
+
+    def summary(self) -> dict[str, int]:
+        """The four ledger figures under the names :meth:`pagedkv_lib.ledger.Ledger.summary` uses."""
+        return {"logical": self.logical_tokens, "unique": self.unique_tokens,
+                "reserved": self.reserved_slots, "slack": self.slack}
+
+
+class _Seq:
+    """One live request: its block table, its token ids, and where its hash chain stands."""
+
+    __slots__ = ("table", "tokens", "salt", "last_hash", "num_hashed")
+
+    def __init__(self, table, tokens, salt, last_hash, num_hashed):
+        self.table: list[int] = table          # physical block ids, logical order
+        self.tokens: list[int] = tokens        # every token id so far (T = len(tokens))
+        self.salt = salt
+        self.last_hash: int | None = last_hash  # hash of block num_hashed - 1 (None: chain root)
+        self.num_hashed: int = num_hashed       # full blocks whose hash is computed
+
+
+class BlockManager:
+    """Maps requests' token sequences onto a pool of ``num_blocks`` blocks of ``block_size`` slots."""
+
+    def __init__(self, num_blocks: int, block_size: int, *, enable_prefix_caching: bool = True):
+        num_blocks = check_int("num_blocks", num_blocks, minimum=1)
+        block_size = check_int("block_size", block_size, minimum=1)
+        if not isinstance(enable_prefix_caching, bool):
+            raise TypeError(f"enable_prefix_caching must be True or False, got {enable_prefix_caching!r}")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self._pool = BlockPool(num_blocks, block_size, enable_prefix_caching)
+        self._seqs: dict[str, _Seq] = {}
+        # Running totals, so stats() is O(1); check_invariants() recomputes them from scratch.
+        self._logical = 0      # sum of T over live requests (tokens)
+        self._unique = 0       # filled slots over used blocks (tokens)
+        self._queries = 0      # prompt tokens admitted
+        self._hit_tokens = 0   # of which served from the prefix cache
+        self._cow = 0          # copy-on-write block copies
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def add_request(self, request_id: str, prompt_token_ids: Sequence[int], *,
+                    salt: Hashable | None = None) -> int:
+        """Allocate blocks for a whole prompt; return how many prompt tokens came from the cache.
+
+        The count is a multiple of ``block_size`` and always ``< len(prompt)`` (the last prompt
+        token is computed, see the module doc). Raises ``OutOfBlocksError`` and changes nothing
+        if the pool cannot hold the prompt even after evicting cached free blocks.
+        """
+        self._check_new_id("request_id", request_id)
+        tokens = list(_token_list("prompt_token_ids", prompt_token_ids))
+        if not tokens:
+            raise ValueError(f"prompt_token_ids must hold at least one token, got an empty prompt "
+                             f"for request {request_id!r}")
+        _check_salt(salt)
+        S, T, pool = self.block_size, len(tokens), self._pool
+        hashes, keys = self._chain(None, tokens, 0, T // S, salt) if self.enable_prefix_caching else ([], [])
+        hits: list[int] = []
+        for i in range(min(len(hashes), (T - 1) // S)):  # walk the chain; stop at the first miss
+            b = pool.lookup(hashes[i], keys[i])
+            if b is None:
+                break
+            hits.append(b)
+        revived = sum(1 for b in hits if pool.ref_cnt[b] == 0)  # hits on cached *free* blocks
+        need = -(-T // S) - len(hits)
+        if need > pool.num_free - revived:
+            raise OutOfBlocksError(
+                f"request {request_id!r} needs {need} new blocks of {S} token slots for its {T}-token "
+                f"prompt ({len(hits)} blocks from the prefix cache), but only {pool.num_free - revived} "
+                f"of {self.num_blocks} blocks are free")
+        # Nothing below can fail.
+        for b in hits:
+            pool.hit(b)
+        table = hits + pool.take(need)
+        for i in range(len(hits), len(hashes)):
+            pool.register(hashes[i], keys[i], table[i])
+        self._seqs[request_id] = _Seq(table, tokens, salt, hashes[-1] if hashes else None, len(hashes))
+        hit_tokens = len(hits) * S
+        self._queries += T
+        self._hit_tokens += hit_tokens
+        self._logical += T
+        self._unique += T - hit_tokens + revived * S
+        return hit_tokens
+
+    def append_tokens(self, request_id: str, token_ids: Sequence[int]) -> list[tuple[int, int]]:
+        """Append generated tokens; return the copy-on-write ``(src, dst)`` block pairs, in order.
+
+        A new block is allocated only when the last one is full. Raises ``OutOfBlocksError`` and
+        changes nothing if the blocks it needs are not free.
+        """
+        seq = self._seqs.get(request_id)
+        if seq is None:
+            raise self._unknown(request_id)
+        new = _token_list("token_ids", token_ids)
+        n = len(new)
+        table = seq.table
+        # Hot path: the tokens fit in the last block without filling it, and no one else holds it.
+        if n < len(table) * self.block_size - len(seq.tokens) and self._pool.ref_cnt[table[-1]] == 1:
+            seq.tokens.extend(new)
+            self._logical += n
+            self._unique += n
+            return []
+        return self._append_slow(request_id, seq, new) if n else []
+
+    def _append_slow(self, request_id: str, seq: _Seq, new: list[int]) -> list[tuple[int, int]]:
+        S, pool, table, T, n = self.block_size, self._pool, seq.table, len(seq.tokens), len(new)
+        filled_last = T % S  # tokens in a partly filled last block (0: the last block is full)
+        cow = filled_last > 0 and pool.ref_cnt[table[-1]] > 1
+        need = -(-(T + n) // S) - len(table) + cow
+        if need > pool.num_free:
+            raise OutOfBlocksError(
+                f"request {request_id!r} needs {need} new blocks of {S} token slots to append {n} "
+                f"tokens to its {T}, but only {pool.num_free} of {self.num_blocks} blocks are free")
+        fresh = pool.take(need)
+        pairs = []
+        if cow:  # invariant relied on: only a partly filled last block is ever written
+            src, dst = table[-1], fresh.pop(0)
+            pool.ref_cnt[src] -= 1  # stays >= 1: another table still holds src
+            table[-1] = dst
+            pairs.append((src, dst))
+            self._cow += 1
+            self._unique += filled_last
+        table.extend(fresh)
+        seq.tokens.extend(new)
+        self._logical += n
+        self._unique += n
+        if self.enable_prefix_caching:
+            self._cache_full_blocks(seq)
+        return pairs
+
+    def fork(self, parent_id: str, child_id: str) -> None:
+        """Start ``child_id`` as a copy of ``parent_id`` that shares every block (never allocates)."""
+        parent = self._seqs.get(parent_id)
+        if parent is None:
+            raise self._unknown(parent_id, "parent_id")
+        self._check_new_id("child_id", child_id)
+        ref = self._pool.ref_cnt
+        for b in parent.table:
+            ref[b] += 1
+        self._seqs[child_id] = _Seq(list(parent.table), list(parent.tokens), parent.salt,
+                                    parent.last_hash, parent.num_hashed)
+        self._logical += len(parent.tokens)
+
+    def free(self, request_id: str) -> None:
+        """Release a request's blocks, tail first; blocks no other table holds become free."""
+        seq = self._seqs.get(request_id)
+        if seq is None:
+            raise self._unknown(request_id)
+        del self._seqs[request_id]
+        S, table, T = self.block_size, seq.table, len(seq.tokens)
+        last_filled = T - (len(table) - 1) * S
+        last_freed = self._pool.ref_cnt[table[-1]] == 1
+        freed = self._pool.release(reversed(table))
+        self._unique -= freed * S - (S - last_filled if last_freed else 0)
+        self._logical -= T
+
+    # ----------------------------------------------------------------- queries
+
+    def __contains__(self, request_id) -> bool:
+        return request_id in self._seqs
+
+    @property
+    def num_requests(self) -> int:
+        """Live requests (added or forked, not yet freed)."""
+        return len(self._seqs)
+
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks an allocation could use now (free uncached plus cached free, which are evictable)."""
+        return self._pool.num_free
+
+    def block_table(self, request_id: str) -> list[int]:
+        """The request's physical block ids in logical order (a copy)."""
+        return list(self._seq(request_id).table)
+
+    def num_tokens(self, request_id: str) -> int:
+        """``T``: tokens the request holds (prompt plus appended)."""
+        return len(self._seq(request_id).tokens)
+
+    def token_ids(self, request_id: str) -> list[int]:
+        """The request's token ids so far (a copy)."""
+        return list(self._seq(request_id).tokens)
+
+    def can_append(self, request_id: str, num_tokens: int = 1) -> bool:
+        """Whether appending ``num_tokens`` tokens would succeed now (copy-on-write included)."""
+        seq = self._seq(request_id)
+        n = check_int("num_tokens", num_tokens, minimum=0)
+        T, S = len(seq.tokens), self.block_size
+        cow = T % S > 0 and self._pool.ref_cnt[seq.table[-1]] > 1 and n > 0
+        return -(-(T + n) // S) - len(seq.table) + cow <= self._pool.num_free
+
+    def slot_mapping(self, request_id: str, positions) -> np.ndarray:
+        """Flat cache slots (int64) of ``positions`` (token positions in ``[0, T)``) of one request."""
+        seq = self._seq(request_id)
+        pos = _int_array("positions", positions)
+        T = len(seq.tokens)
+        if pos.size and (pos.min() < 0 or pos.max() >= T):
+            bad = pos[(pos < 0) | (pos >= T)][0]
+            raise ValueError(f"positions must lie in [0, {T - 1}] for request {request_id!r} "
+                             f"({T} tokens), got {bad}")
+        table = np.asarray(seq.table, dtype=np.int64)
+        return table[pos // self.block_size] * self.block_size + pos % self.block_size
+
+    def padded_block_tables(self, request_ids: Sequence[str], pad: int = -1) -> np.ndarray:
+        """Block tables of ``request_ids`` as one int64 array ``(len(request_ids), max blocks)``.
+
+        Rows shorter than the longest are filled with ``pad``; this is the layout
+        :func:`slot_mapping_batch` and batched attention kernels read.
+        """
+        pad = check_int("pad", pad)
+        seqs = [self._seq(r) for r in request_ids]
+        width = max((len(s.table) for s in seqs), default=0)
+        out = np.full((len(seqs), width), pad, dtype=np.int64)
+        for row, s in enumerate(seqs):
+            out[row, :len(s.table)] = s.table
+        return out
+
+    def stats(self) -> AllocatorStats:
+        """Counts and ledger figures of the current state (O(1): kept as running totals)."""
+        pool = self._pool
+        used = self.num_blocks - pool.num_free
+        reserved = used * self.block_size
+        return AllocatorStats(
+            num_blocks=self.num_blocks, block_size=self.block_size, num_requests=len(self._seqs),
+            used_blocks=used, free_blocks=pool.num_free, cached_free_blocks=pool.num_cached_free,
+            prefix_queries_tokens=self._queries, prefix_hit_tokens=self._hit_tokens,
+            cow_copies=self._cow, evictions=pool.evictions, logical_tokens=self._logical,
+            unique_tokens=self._unique, reserved_slots=reserved, slack=reserved - self._unique)
+
+    # ----------------------------------------------------------------- invariants
+
+    def check_invariants(self) -> None:
+        """Recompute everything from the block tables and raise ``InvariantError`` on a mismatch."""
+        pool, S, N = self._pool, self.block_size, self.num_blocks
+        uncached, cached_free = pool.free_blocks()
+        free_list = uncached + cached_free
+        _require(len(set(free_list)) == len(free_list), "a block appears twice in the free queue")
+        holders = [0] * N
+        fill = {}  # block -> filled slots, which every holder must agree on
+        logical = 0
+        for rid, seq in self._seqs.items():
+            T = len(seq.tokens)
+            logical += T
+            _require(len(seq.table) == -(-T // S),
+                     f"request {rid!r} holds {len(seq.table)} blocks for {T} tokens, expected ceil(T/S)")
+            _require(len(set(seq.table)) == len(seq.table), f"a block appears twice in the table of {rid!r}")
+            for i, b in enumerate(seq.table):
+                holders[b] += 1
+                f = min(S, T - i * S)
+                _require(fill.setdefault(b, f) == f,
+                         f"block {b} is shared by tables that disagree on how full it is")
+            if self.enable_prefix_caching:
+                self._check_chain(rid, seq)
+        for b in range(N):
+            _require(pool.ref_cnt[b] == holders[b],
+                     f"ref count of block {b} is {pool.ref_cnt[b]} but {holders[b]} tables hold it")
+        free_set = set(free_list)
+        for b in range(N):
+            _require((b in free_set) != (holders[b] > 0),
+                     f"block {b} must be either in the free queue or referenced, never both or neither")
+        used = sum(1 for h in holders if h)
+        _require(len(free_list) + used == N, "free count + used count != num_blocks")
+        for b in uncached:
+            _require(pool.block_hash[b] is None, f"uncached free block {b} has a hash")
+        for b in cached_free:
+            _require(pool.block_hash[b] is not None, f"cached free block {b} has no hash")
+        for h, b in pool.cached.items():
+            key = pool.block_key[b]
+            _require(pool.block_hash[b] == h and key is not None and hash(key) == h,
+                     f"the hash map entry {h} -> block {b} does not match the block's key")
+            _require(len(key[1]) == S, f"cached block {b} is not full")
+        hashed = sum(1 for h in pool.block_hash if h is not None)
+        _require(hashed == len(pool.cached), "a block has a hash that the hash map does not point to it")
+        _require(logical == self._logical, f"logical tokens {self._logical} != recomputed {logical}")
+        _require(sum(fill.values()) == self._unique,
+                 f"unique tokens {self._unique} != recomputed {sum(fill.values())}")
+
+    def _check_chain(self, rid: str, seq: _Seq) -> None:
+        """Every full block is hashed along the chain, and a cached block holds the tokens it claims."""
+        S, pool = self.block_size, self._pool
+        _require(seq.num_hashed == len(seq.tokens) // S, f"request {rid!r} has unhashed full blocks")
+        hashes, keys = self._chain(None, seq.tokens, 0, seq.num_hashed, seq.salt)
+        _require(seq.last_hash == (hashes[-1] if hashes else None), f"request {rid!r} lost its hash chain")
+        for i, b in enumerate(seq.table[:seq.num_hashed]):
+            if pool.block_hash[b] is not None:
+                _require(pool.block_key[b] == keys[i],
+                         f"cached block {b} at index {i} of {rid!r} holds other tokens than its key")
+
+    # ----------------------------------------------------------------- helpers
+
+    def _chain(self, parent_hash, tokens, start: int, stop: int, salt):
+        """Hashes and keys of full blocks ``start..stop-1`` of ``tokens``, chained from ``parent_hash``."""
+        S = self.block_size
+        hashes, keys = [], []
+        h = parent_hash
+        for i in range(start, stop):
+            key = (h, tuple(tokens[i * S:(i + 1) * S]), salt)
+            h = hash(key)
+            keys.append(key)
+            hashes.append(h)
+        return hashes, keys
+
+    def _cache_full_blocks(self, seq: _Seq) -> None:
+        """Hash the blocks that became full since the last call and offer them to the cache."""
+        full = len(seq.tokens) // self.block_size
+        if full == seq.num_hashed:
+            return
+        hashes, keys = self._chain(seq.last_hash, seq.tokens, seq.num_hashed, full, seq.salt)
+        for j, i in enumerate(range(seq.num_hashed, full)):
+            self._pool.register(hashes[j], keys[j], seq.table[i])
+        seq.last_hash, seq.num_hashed = hashes[-1], full
+
+    def _seq(self, request_id) -> _Seq:
+        seq = self._seqs.get(request_id)
+        if seq is None:
+            raise self._unknown(request_id)
+        return seq
+
+    def _unknown(self, request_id, name: str = "request_id") -> UnknownRequestError:
+        return UnknownRequestError(f"{name} {request_id!r} is not a live request (never added, or already "
+                                   f"freed); {len(self._seqs)} requests are live")
+
+    def _check_new_id(self, name: str, request_id) -> None:
+        if not isinstance(request_id, str) or not request_id:
+            raise TypeError(f"{name} must be a non-empty string, got {request_id!r}")
+        if request_id in self._seqs:
+            raise DuplicateRequestError(f"{name} {request_id!r} is already a live request; ids must be unique")
+
+
+def slot_mapping_batch(block_tables, positions, block_size: int) -> np.ndarray:
+    """Flat cache slots for a batch: ``block_tables[i, p // S] * S + p % S`` for each ``p`` in row i.
+
+    ``block_tables`` is an int array ``(B, max_blocks)`` (rows padded with any negative value,
+    see :meth:`BlockManager.padded_block_tables`); ``positions`` is ``(B,)`` (one position per
+    request, as in decode) or ``(B, P)``. A position of ``-1`` marks padding and maps to slot
+    ``-1``. Returns int64 of ``positions``' shape.
+    """
+    S = check_int("block_size", block_size, minimum=1)
+    tables = _int_array("block_tables", block_tables)
+    pos = _int_array("positions", positions)
+    if tables.ndim != 2:
+        raise ValueError(f"block_tables must be 2-D (requests, blocks), got shape {tables.shape}")
+    if pos.ndim not in (1, 2) or pos.shape[0] != tables.shape[0]:
+        raise ValueError(f"positions must have shape ({tables.shape[0]},) or ({tables.shape[0]}, P) "
+                         f"to match block_tables {tables.shape}, got {pos.shape}")
+    if pos.size and pos.min() < -1:
+        raise ValueError(f"positions must be >= 0 (or -1 for padding), got {pos.min()}")
+    pos2 = pos.reshape(pos.shape[0], -1)
+    pad = pos2 < 0
+    idx = np.where(pad, 0, pos2) // S
+    if idx.size and idx.max() >= tables.shape[1]:
+        raise ValueError(f"a position needs logical block {idx.max()}, but block_tables have only "
+                         f"{tables.shape[1]} columns")
+    blocks = np.take_along_axis(tables, idx, axis=1)
+    if np.any(blocks[~pad] < 0):
+        raise ValueError("a position maps to a padding entry of block_tables (a negative block id)")
+    slots = np.where(pad, -1, blocks * S + np.where(pad, 0, pos2) % S)
+    return slots.reshape(pos.shape)
+
+
+def _token_list(name: str, token_ids) -> Sequence[int]:
+    """Token ids as a sequence of Python ints >= 0 (numpy arrays and integer scalars converted)."""
+    if isinstance(token_ids, np.ndarray):
+        if token_ids.ndim != 1 or token_ids.dtype.kind not in "iu":
+            raise TypeError(f"{name} must be a 1-D sequence of integer token ids, got an array of "
+                            f"shape {token_ids.shape} and dtype {token_ids.dtype}")
+        toks = token_ids.tolist()
+    elif isinstance(token_ids, (list, tuple, range)):
+        toks = token_ids
+    elif isinstance(token_ids, Sequence) and not isinstance(token_ids, (str, bytes)):
+        toks = list(token_ids)
+    else:
+        raise TypeError(f"{name} must be a sequence of integer token ids, got {token_ids!r} "
+                        f"({type(token_ids).__name__})")
+    for t in toks:
+        if type(t) is not int:
+            return [check_int(f"each of {name}", t, minimum=0) for t in toks]
+    if toks and min(toks) < 0:
+        raise ValueError(f"{name} must be token ids >= 0, got {min(toks)}")
+    return toks
+
+
+def _int_array(name: str, values) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):
+        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+def _check_salt(salt) -> None:
+    try:
+        hash(salt)
+    except TypeError:
+        raise TypeError(f"salt must be hashable (e.g. a str or a tuple) or None, got {salt!r} "
+                        f"({type(salt).__name__})") from None
+
+
+def _require(condition: bool, invariant: str) -> None:
+    if not condition:
+        raise InvariantError(f"invariant broken: {invariant}")

@@ -1,0 +1,261 @@
+"""The Triton paged decode kernel equals attention over the logical K/V, wherever blocks live.
+
+Without a GPU the kernel runs under Triton's CPU interpreter. ``triton.jit`` picks the
+interpreter when a function is *defined* (Triton's helpers when triton is first imported), so
+this module sets ``TRITON_INTERPRET=1`` at collection, before it imports triton; the ``tri``
+fixture fails with a clear message if something in this process imported triton earlier.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ON_GPU = torch.cuda.is_available()
+if not ON_GPU:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+# Max |kernel - fp64 reference| allowed, per cache dtype (inputs ~ N(0, 1), so outputs are O(1)).
+# fp32: IEEE products, fp32 softmax. fp16/bf16: the probabilities are rounded to the cache
+# dtype before the P @ V product (as FlashAttention does), about 2**-11 and 2**-8 relative.
+ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+BF16_INTERPRETER_BUG = ("Triton's CPU interpreter computes bf16 tl.dot wrongly "
+                        "(upstream triton-lang/triton issue #11584); bf16 is checked on a GPU only")
+
+
+@pytest.fixture(scope="module")
+def tri():
+    """The module under test, with its kernel defined for the interpreter when there is no GPU."""
+    pytest.importorskip("triton", reason="the Triton extra is not installed: pip install 'pagedkv_lib[triton]'")
+    module = importlib.import_module("pagedkv_lib.triton_attention")
+    if not (ON_GPU or module.INTERPRETED):
+        pytest.fail("no GPU, and triton was imported in this test process before TRITON_INTERPRET=1 "
+                    "was set, so the kernel cannot run: set the variable before any test module "
+                    "imports triton (tests/conftest.py), or run this file on its own")
+    return module
+
+
+def _device(tri) -> str:
+    return "cpu" if tri.INTERPRETED else "cuda"
+
+
+def reference(q, k_cache, v_cache, block_tables, seq_lens, scale=None):
+    """fp64 attention of each query over its sequence's logical K/V, gathered through the table."""
+    batch, num_q_heads, head_dim = q.shape
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = num_q_heads // num_kv_heads
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    outs = []
+    for b in range(batch):
+        tokens = int(seq_lens[b])
+        blocks = block_tables[b, :math.ceil(tokens / block_size)].long().cpu()
+        keys = k_cache.cpu()[blocks].reshape(-1, num_kv_heads, head_dim)[:tokens].double()
+        values = v_cache.cpu()[blocks].reshape(-1, num_kv_heads, head_dim)[:tokens].double()
+        keys = keys.repeat_interleave(group, dim=1)      # [T, H_q, D]
+        values = values.repeat_interleave(group, dim=1)
+        scores = torch.einsum("hd,thd->ht", q[b].cpu().double(), keys) * scale
+        outs.append(torch.einsum("ht,thd->hd", scores.softmax(dim=-1), values))
+    return torch.stack(outs)
+
+
+def make_case(*, lens, block_size, num_kv_heads, group, head_dim, dtype, device, spare_blocks=3,
+              seed=0, pad_value=-1):
+    """Random q and caches, and a block table whose rows hold shuffled physical ids.
+
+    Each sequence gets ceil(T / S) distinct blocks drawn from a shuffled pool with spare
+    blocks nobody owns; table entries past a sequence's last block are ``pad_value``.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    need = [math.ceil(t / block_size) for t in lens]
+    num_blocks = sum(need) + spare_blocks
+    max_blocks = max(need) + 1
+    pool = torch.randperm(num_blocks, generator=gen).tolist()
+    table = torch.full((len(lens), max_blocks), pad_value, dtype=torch.int32)
+    for b, n in enumerate(need):
+        table[b, :n] = torch.tensor([pool.pop() for _ in range(n)], dtype=torch.int32)
+    shape = (num_blocks, block_size, num_kv_heads, head_dim)
+    q = torch.randn(len(lens), num_kv_heads * group, head_dim, generator=gen)
+    k = torch.randn(shape, generator=gen)
+    v = torch.randn(shape, generator=gen)
+    return (q.to(device, dtype), k.to(device, dtype), v.to(device, dtype),
+            table.to(device), torch.tensor(lens, dtype=torch.int64, device=device))
+
+
+# Block size 4: T mod S = 1, 0, 3 (S-1), a single-token sequence, and a longer one.
+BOUNDARY_LENS = [1, 4, 5, 7, 8, 13]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("group", [1, 4, 8])
+def test_kernel_equals_attention_over_logical_kv(tri, dtype, group):
+    if dtype == torch.bfloat16 and tri.INTERPRETED:
+        pytest.skip(BF16_INTERPRETER_BUG)
+    args = make_case(lens=BOUNDARY_LENS, block_size=4, num_kv_heads=2, group=group, head_dim=16,
+                     dtype=dtype, device=_device(tri))
+    out = tri.paged_decode_triton(*args)
+    assert out.shape == args[0].shape and out.dtype == dtype
+    err = (out.cpu().double() - reference(*args)).abs().max().item()
+    assert err <= ATOL[dtype], f"max |error| {err:.2e} > {ATOL[dtype]:.0e} for {dtype}, group {group}"
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(),
+       block_size=st.sampled_from([1, 3, 4, 16]),
+       head_dim=st.sampled_from([8, 16, 24]),
+       num_kv_heads=st.integers(1, 2),
+       group=st.sampled_from([1, 2, 4, 8]),
+       scale=st.none() | st.floats(0.01, 2.0),
+       seed=st.integers(0, 2**16))
+def test_kernel_equals_reference_on_random_tables(tri, data, block_size, head_dim, num_kv_heads,
+                                                  group, scale, seed):
+    lens = data.draw(st.lists(st.integers(1, 3 * block_size + 1), min_size=1, max_size=4), label="lens")
+    args = make_case(lens=lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,
+                     head_dim=head_dim, dtype=torch.float32, device=_device(tri), seed=seed)
+    out = tri.paged_decode_triton(*args, scale=scale)
+    err = (out.cpu().double() - reference(*args, scale=scale)).abs().max().item()
+    assert err <= ATOL[torch.float32], f"max |error| {err:.2e} for lens {lens}, S={block_size}"
+
+
+def test_moving_blocks_and_rewriting_the_table_changes_nothing(tri):
+    """Paging changes storage, never the result: relocate every block, update the table, compare bits."""
+    q, k, v, table, lens = make_case(lens=BOUNDARY_LENS, block_size=4, num_kv_heads=2, group=4,
+                                     head_dim=16, dtype=torch.float32, device=_device(tri))
+    perm = torch.randperm(k.shape[0], generator=torch.Generator().manual_seed(1)).to(k.device)
+    new_id = torch.empty_like(perm)
+    new_id[perm] = torch.arange(len(perm), device=perm.device)  # block perm[i] moves to slot i
+    moved_table = torch.where(table >= 0, new_id[table.long().clamp(min=0)].to(table.dtype), table)
+    before = tri.paged_decode_triton(q, k, v, table, lens)
+    after = tri.paged_decode_triton(q, k[perm], v[perm], moved_table, lens)
+    assert torch.equal(before, after)
+
+
+def test_strided_views_give_the_same_result_as_contiguous_copies(tri):
+    """The kernel follows strides: a K/V cache interleaved in one tensor, a transposed q, an int64 table."""
+    q, k, v, table, lens = make_case(lens=BOUNDARY_LENS, block_size=4, num_kv_heads=2, group=4,
+                                     head_dim=16, dtype=torch.float32, device=_device(tri))
+    kv = torch.stack([k, v], dim=3)                # [num_blocks, S, H_kv, 2, D]
+    q_t = q.transpose(1, 2).contiguous().transpose(1, 2)
+    wide = torch.zeros(table.shape[0], 2 * table.shape[1], dtype=torch.int64, device=table.device)
+    wide[:, ::2] = table
+    wide_table = wide[:, ::2]                      # int64, every other column: same entries, strided
+    lens_view = torch.stack([lens, lens], dim=1)[:, 0]
+    assert not (kv[:, :, :, 0].is_contiguous() or q_t.is_contiguous() or lens_view.is_contiguous()
+            or wide_table.is_contiguous())
+    strided = tri.paged_decode_triton(q_t, kv[:, :, :, 0], kv[:, :, :, 1], wide_table, lens_view)
+    assert torch.equal(strided, tri.paged_decode_triton(q, k, v, table, lens))
+
+
+def test_empty_batch_returns_empty_output(tri):
+    q, k, v, table, lens = make_case(lens=[3], block_size=4, num_kv_heads=1, group=1, head_dim=8,
+                                     dtype=torch.float32, device=_device(tri))
+    out = tri.paged_decode_triton(q[:0], k, v, table[:0], lens[:0])
+    assert out.shape == (0, 1, 8)
+
+
+def _bad(args, **changes):
+    new = dict(zip(["q", "k_cache", "v_cache", "block_tables", "seq_lens"], args))
+    new.update(changes)
+    return new
+
+
+@pytest.mark.parametrize("change, error, words", [
+    (lambda a: dict(q=a["q"][0]), ValueError, ["q must be [B, H_q, D]", "(4, 16)"]),
+    (lambda a: dict(q=a["q"][..., :8]), ValueError, ["(3, 4, 8)", "(8, 4, 1, 16)", "must match"]),
+    (lambda a: dict(v_cache=a["v_cache"][:-1]), ValueError, ["(8, 4, 1, 16)", "(7, 4, 1, 16)"]),
+    (lambda a: dict(k_cache=a["k_cache"].expand(-1, -1, 3, -1), v_cache=a["v_cache"].expand(-1, -1, 3, -1)),
+     ValueError, ["H_q=4", "H_kv=3", "(3, 4, 16)"]),
+    (lambda a: dict(block_tables=a["block_tables"][:2]), ValueError, ["B=3", "(2, 4)"]),
+    (lambda a: dict(seq_lens=a["seq_lens"][:2]), ValueError, ["seq_lens must be [B]", "(2,)"]),
+    (lambda a: dict(block_tables=a["block_tables"].float()), TypeError, ["int32 or int64", "float32"]),
+    (lambda a: dict(q=a["q"].half()), TypeError, ["one dtype", "float16", "float32"]),
+    (lambda a: dict(q=a["q"].double(), k_cache=a["k_cache"].double(), v_cache=a["v_cache"].double()),
+     TypeError, ["float64"]),
+    (lambda a: dict(seq_lens=torch.tensor([1, 0, 9])), ValueError, ["seq_lens[1] = 0", "[1, 16]"]),
+    (lambda a: dict(seq_lens=torch.tensor([1, 17, 9])), ValueError, ["seq_lens[1] = 17", "[1, 16]", "(3, 4)"]),
+    (lambda a: dict(block_tables=torch.tensor([[0, -1, -1, -1], [1, 2, 8, -1], [3, 4, 5, -1]], dtype=torch.int32)),
+     ValueError, ["block_tables[1, 2] = 8", "(8, 4, 1, 16)", "[0, 8)"]),
+    (lambda a: dict(block_tables=torch.tensor([[-1, -1, -1, -1], [1, 2, 6, -1], [3, 4, 5, -1]], dtype=torch.int32)),
+     ValueError, ["block_tables[0, 0] = -1"]),
+    (lambda a: dict(q=a["q"].tolist()), TypeError, ["q must be a torch.Tensor", "list"]),
+], ids=["q-2d", "head-dim", "v-shape", "heads-not-divisible", "table-rows", "lens-rows",
+        "table-dtype", "mixed-dtype", "float64", "zero-length", "length-past-capacity",
+        "block-id-too-big", "block-id-negative", "not-a-tensor"])
+def test_bad_input_raises_an_error_naming_the_shapes(tri, change, error, words):
+    # B=3, H_q=4, D=16; 8 blocks of 4 slots, 1 KV head; lengths 1, 9, 9; tables of 4 entries (16 tokens).
+    args = _bad(make_case(lens=[1, 9, 9], block_size=4, num_kv_heads=1, group=4, head_dim=16,
+                          dtype=torch.float32, device="cpu", spare_blocks=1))
+    assert args["k_cache"].shape == (8, 4, 1, 16) and args["block_tables"].shape == (3, 4)
+    args.update(change(args))
+    with pytest.raises(error) as info:
+        tri.paged_decode_triton(**args)
+    missing = [w for w in words if w not in str(info.value)]
+    assert not missing, f"message {str(info.value)!r} lacks {missing}"
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf"), "0.1"])
+def test_bad_scale_is_rejected(tri, scale):
+    args = make_case(lens=[2], block_size=4, num_kv_heads=1, group=1, head_dim=8,
+                     dtype=torch.float32, device=_device(tri))
+    with pytest.raises((TypeError, ValueError), match="scale"):
+        tri.paged_decode_triton(*args, scale=scale)
+
+
+def test_table_entries_past_a_sequence_are_never_read(tri):
+    """Padding past ceil(T / S) may hold anything: -1, or ids far out of range."""
+    args = make_case(lens=BOUNDARY_LENS, block_size=4, num_kv_heads=1, group=2, head_dim=8,
+                     dtype=torch.float32, device=_device(tri), pad_value=10**6)
+    out = tri.paged_decode_triton(*args)
+    assert (out.cpu().double() - reference(*args)).abs().max().item() <= ATOL[torch.float32]
+
+
+def _run_python(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_compiled_kernel_on_cpu_tensors_says_how_to_use_the_interpreter():
+    """Without TRITON_INTERPRET the kernel is compiled; on CPU tensors that must fail clearly."""
+    pytest.importorskip("triton")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    result = _run_python("""
+        import torch
+        from pagedkv_lib.triton_attention import paged_decode_triton, INTERPRETED
+        assert not INTERPRETED
+        cache = torch.zeros(2, 4, 1, 8)
+        try:
+            paged_decode_triton(torch.zeros(1, 1, 8), cache, cache, torch.zeros(1, 1, dtype=torch.int32),
+                                torch.tensor([3]))
+        except RuntimeError as exc:
+            print("MESSAGE:", exc)
+    """, env)
+    assert result.returncode == 0, result.stderr
+    assert "MESSAGE:" in result.stdout and "TRITON_INTERPRET=1" in result.stdout, result.stdout
+
+
+def test_import_without_triton_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton", None)  # what `import triton` sees when it is absent
+    monkeypatch.delitem(sys.modules, "pagedkv_lib.triton_attention", raising=False)
+    with pytest.raises(ImportError, match=r"pip install 'pagedkv_lib\[triton\]'"):
+        importlib.import_module("pagedkv_lib.triton_attention")
+
+
+def test_the_rest_of_the_library_never_imports_triton():
+    result = _run_python("""
+        import importlib, pkgutil, sys
+        import pagedkv_lib
+        names = [m.name for m in pkgutil.iter_modules(pagedkv_lib.__path__) if m.name != "triton_attention"]
+        for name in names:
+            importlib.import_module("pagedkv_lib." + name)
+        print("IMPORTED", names, "triton" in sys.modules)
+    """, dict(os.environ))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("False"), result.stdout

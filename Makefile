@@ -7,7 +7,7 @@ PORT   ?= 8888
 # nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
 RUN    := PATH="$(BIN):$$PATH"
 
-.PHONY: setup lab test test-fast exercises autograde feedback figures clean-grading
+.PHONY: setup lab test test-fast exercises autograde feedback clean-grading
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ exercises: $(STAMP)  ## regenerate exercises/ (student copies) from solutions/ w
 
 autograde: $(STAMP)  ## autograde everything in submitted/ and export grades to grades.csv
 	$(RUN) python -m pagedkv_lib.course autograde
+
+feedback: $(STAMP)  ## HTML feedback for every autograded submission, in feedback/
+	$(RUN) python -m pagedkv_lib.course feedback
 
 clean-grading:  ## remove the instructor's grading outputs (gradebook, autograded/, feedback/)
 	rm -rf autograded feedback gradebook.db grades.csv

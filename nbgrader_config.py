@@ -19,3 +19,12 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # A learner's long-running cell should not hang autograding forever.
 c.ExecutePreprocessor.timeout = 300
+
+# Feedback goes to learners: drop hidden test source and cut tracebacks (which quote hidden test
+# lines) down to the error message that check_value wrote for them.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "pagedkv_lib.course.ConciseErrors",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]

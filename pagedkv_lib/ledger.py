@@ -57,6 +57,8 @@ class Ledger:
     reserved_slots: int
     slack: int
     tables: dict[str, list[int]] = field(repr=False)
+    block_fill: dict[int, int] = field(repr=False, default_factory=dict)
+    """Tokens stored in each physical block (between 1 and ``block_size``)."""
 
     @property
     def num_blocks(self) -> int:
@@ -109,13 +111,17 @@ def allocate(requests: Iterable[Request | Mapping], block_size: int = 8) -> Ledg
     reqs = _requests(requests)
     shared: dict[tuple[str, int], list[int]] = {}
     tables: dict[str, list[int]] = {}
+    fill: dict[int, int] = {}
     next_block = logical = unique = 0
 
     def fresh(num_tokens: int) -> list[int]:
         nonlocal next_block
-        n = -(-num_tokens // S)
-        next_block += n
-        return list(range(next_block - n, next_block))
+        blocks = []
+        for start in range(0, num_tokens, S):
+            fill[next_block] = min(S, num_tokens - start)
+            blocks.append(next_block)
+            next_block += 1
+        return blocks
 
     for r in reqs:
         logical += r.tokens
@@ -130,7 +136,7 @@ def allocate(requests: Iterable[Request | Mapping], block_size: int = 8) -> Ledg
         tables[r.id] = prefix_blocks + fresh(r.tail)
         unique += r.tail
     reserved = next_block * S
-    return Ledger(S, logical, unique, reserved, reserved - unique, tables)
+    return Ledger(S, logical, unique, reserved, reserved - unique, tables, fill)
 
 
 def without_sharing(requests: Iterable[Request | Mapping]) -> list[Request]:

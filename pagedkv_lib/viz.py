@@ -31,27 +31,23 @@ def _draw_block(ax, x, y, filled, S, outline=None, label=None):
                 bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
 
 
-def plot_block_tables(ledger: Ledger, tokens: dict[str, int], ax=None):
+def plot_block_tables(ledger: Ledger, ax=None):
     """Each request's logical blocks (top rows) and the physical pool they map to (bottom row).
 
-    ``tokens`` maps request id to its token count ``T_i``. A logical block is labelled with the
-    physical block id it maps to; physical blocks list the requests whose tables hold them.
-    Blue slots hold tokens, grey slots are slack, orange outlines mark shared blocks.
+    A logical block is labelled with the physical block id it maps to; physical blocks list the
+    requests whose tables hold them. Blue slots hold tokens, grey slots are slack, orange outlines
+    mark shared blocks.
     """
-    S = ledger.block_size
+    S, fill = ledger.block_size, ledger.block_fill
     users: dict[int, list[str]] = {}
-    fill: dict[int, int] = {}
     rows = list(ledger.tables.items())
     ax = _axes(ax, (max(6.0, 0.8 * ledger.num_blocks + 2.5), 1.6 + 0.8 * len(rows)))
     for r, (rid, table) in enumerate(rows):
         y = 1.4 + 0.8 * (len(rows) - 1 - r)
-        ax.text(-0.15, y + 0.3, f"{rid}  T={tokens[rid]}", ha="right", va="center", fontsize=9)
-        left = tokens[rid]
+        ax.text(-0.15, y + 0.3, f"{rid}  T={sum(fill[b] for b in table)}", ha="right", va="center", fontsize=9)
         for j, b in enumerate(table):
             users.setdefault(b, []).append(rid)
-            fill[b] = max(fill.get(b, 0), min(S, left))
-            _draw_block(ax, j, y, min(S, left), S, label=f"->{b}")
-            left -= S
+            _draw_block(ax, j, y, fill[b], S, label=f"->{b}")
     for b in range(ledger.num_blocks):
         shared = len(users.get(b, [])) > 1
         _draw_block(ax, b, 0, fill.get(b, 0), S, outline=SHARED if shared else None, label=str(b))
@@ -59,7 +55,8 @@ def plot_block_tables(ledger: Ledger, tokens: dict[str, int], ax=None):
     ax.text(-0.15, 0.3, "physical pool", ha="right", va="center", fontsize=9, weight="bold")
     ax.text(-0.15, 1.4 + 0.8 * len(rows) + 0.1, "logical blocks", ha="right", va="center",
             fontsize=9, weight="bold")
-    ax.set_xlim(-2.2, max(ledger.num_blocks, max(len(t) for _, t in rows) if rows else 1) + 0.2)
+    widest = max([ledger.num_blocks] + [len(t) for _, t in rows])
+    ax.set_xlim(-2.2, max(widest, 1) + 0.2)
     ax.set_ylim(-0.2 - 0.15 * max((len(u) for u in users.values()), default=1), 1.4 + 0.8 * len(rows) + 0.3)
     ax.axis("off")
     ax.set_title(f"S={S}: logical {ledger.logical_tokens}, unique {ledger.unique_tokens}, "
@@ -76,6 +73,7 @@ def plot_slack_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int],
     ax.plot(block_sizes, measured, "o", color=TOKEN, label=f"measured on {len(lengths)} requests")
     ax.set_xscale("log", base=2)
     ax.set_yscale("symlog", linthresh=1)  # S=1 has zero slack
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("block size S (tokens)")
     ax.set_ylabel("tail slack per request (slots)")
     ax.legend()

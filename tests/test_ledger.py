@@ -86,3 +86,18 @@ def test_bad_input_is_explained(batch, block_size, words):
         allocate(batch, block_size)
     for w in words:
         assert w in str(info.value), (w, str(info.value))
+
+
+@given(requests, st.integers(1, 64))
+def test_block_fill_accounts_for_every_stored_token(reqs, S):
+    led = allocate(reqs, S)
+    assert set(led.block_fill) == set(range(led.num_blocks))
+    assert all(1 <= f <= S for f in led.block_fill.values())
+    assert sum(led.block_fill.values()) == led.unique_tokens
+    for r in reqs:   # a request's blocks hold exactly its tokens
+        assert sum(led.block_fill[b] for b in led.tables[r.id]) == r.tokens
+
+
+def test_page_witness_fill_at_block_size_8():
+    led = allocate(PAGE_BATCH, 8)
+    assert [led.block_fill[b] for b in led.tables["A1"]] == [8, 4, 3]

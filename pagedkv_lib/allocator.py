@@ -261,6 +261,19 @@ class BlockManager:
         """``T``: tokens the request holds (prompt plus appended)."""
         return len(self._seq(request_id).tokens)
 
+    def ref_count(self, block_id: int) -> int:
+        """How many block tables hold physical block ``block_id`` (0: it is free)."""
+        return self._pool.ref_cnt[check_int("block_id", block_id, minimum=0, maximum=self.num_blocks - 1)]
+
+    def free_queue(self) -> tuple[list[int], list[int]]:
+        """Free block ids in the order allocation will use them: ``(uncached, cached)``.
+
+        Uncached free blocks go first; then cached free blocks, least recently freed first
+        (each of those is evicted from the prefix cache when it is reused).
+        """
+        uncached, cached = self._pool.free_blocks()
+        return uncached[::-1], cached
+
     def token_ids(self, request_id: str) -> list[int]:
         """The request's token ids so far (a copy)."""
         return list(self._seq(request_id).tokens)

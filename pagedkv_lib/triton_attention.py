@@ -19,6 +19,7 @@ import math
 
 import torch
 
+from .attention import _check_decode
 from .errors import check_number
 
 try:
@@ -31,9 +32,6 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
         "install it with `pip install 'pagedkv_lib[triton]'` (or `pip install triton`). "
         "The torch versions in pagedkv_lib.attention need no Triton."
     ) from exc
-
-#: Cache dtypes the kernel accepts (all of q, k_cache, v_cache share one).
-SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 # tl.dot on a GPU needs every tile side to be at least 16; smaller sides are padded and masked.
 _MIN_TILE = 16
@@ -137,10 +135,13 @@ def paged_decode_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     ``seq_lens`` is ``[B]``, tokens per sequence, each in ``[1, max_blocks * S]``. Entries of a
     row past ``ceil(T / S)`` are never read and may hold anything (e.g. -1 padding).
     ``H_q`` must be a multiple of ``H_kv`` (grouped-query attention). ``scale`` defaults to
-    ``1 / sqrt(D)``. Returns ``[B, H_q, D]`` in q's dtype; scores and softmax run in fp32.
+    ``1 / sqrt(D)``. Returns ``[B, H_q, D]`` in q's dtype. Bad arguments raise the same
+    TypeError/ValueError, naming the shapes, as :func:`pagedkv_lib.attention.paged_decode_gather`.
 
-    fp32 inputs use IEEE fp32 products in ``tl.dot`` (not TF32), so the result can be compared
-    with a torch reference at 1e-5.
+    Precision: scores, softmax and the accumulator are fp32; fp32 inputs use IEEE products in
+    ``tl.dot`` (not TF32), so the result matches the torch reference to 1e-5. In fp16/bf16 the
+    probabilities are rounded to the input dtype before ``P @ V`` (as FlashAttention does),
+    within :data:`pagedkv_lib.attention.TOLERANCES` of the fp32 result.
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     batch, num_q_heads, head_dim = q.shape
@@ -193,58 +194,14 @@ def _check_device_mode(q: torch.Tensor) -> None:
 
 
 def _check_inputs(q, k_cache, v_cache, block_tables, seq_lens) -> None:
-    """Raise TypeError/ValueError naming the shapes when the arguments do not fit together."""
-    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
-                    ("block_tables", block_tables), ("seq_lens", seq_lens)):
+    """The torch reference's checks and messages, plus what a launch needs: tensors on one device."""
+    for name, t in (("block_tables", block_tables), ("seq_lens", seq_lens)):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if q.dim() != 3:
-        raise ValueError(f"q must be [B, H_q, D], got shape {tuple(q.shape)}")
-    if k_cache.dim() != 4:
-        raise ValueError(f"k_cache must be [num_blocks, block_size, H_kv, D], got shape {tuple(k_cache.shape)}")
-    if v_cache.shape != k_cache.shape:
-        raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
-    batch, num_q_heads, head_dim = q.shape
-    num_blocks, block_size, num_kv_heads, cache_dim = k_cache.shape
-    if min(num_blocks, block_size, num_kv_heads, cache_dim) < 1:
-        raise ValueError(f"k_cache must have every dimension >= 1, got shape {tuple(k_cache.shape)}")
-    if head_dim != cache_dim:
-        raise ValueError(f"head dim of q {tuple(q.shape)} is {head_dim}, but of k_cache "
-                         f"{tuple(k_cache.shape)} is {cache_dim}; they must match")
-    if num_q_heads < 1 or num_q_heads % num_kv_heads:
-        raise ValueError(f"query heads H_q={num_q_heads} (q {tuple(q.shape)}) must be a positive "
-                         f"multiple of KV heads H_kv={num_kv_heads} (k_cache {tuple(k_cache.shape)})")
-    if q.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"q must be one of {', '.join(map(str, SUPPORTED_DTYPES))}, got {q.dtype}")
-    if k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
-        raise TypeError(f"q, k_cache and v_cache must share one dtype, got "
-                        f"{q.dtype}, {k_cache.dtype}, {v_cache.dtype}")
-    if block_tables.dim() != 2 or block_tables.shape[0] != batch:
-        raise ValueError(f"block_tables must be [B, max_blocks] with B={batch} (q {tuple(q.shape)}), "
-                         f"got shape {tuple(block_tables.shape)}")
-    if block_tables.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"block_tables must be int32 or int64, got {block_tables.dtype}")
-    if seq_lens.shape != (batch,):
-        raise ValueError(f"seq_lens must be [B] with B={batch} (q {tuple(q.shape)}), "
-                         f"got shape {tuple(seq_lens.shape)}")
-    if seq_lens.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"seq_lens must be int32 or int64, got {seq_lens.dtype}")
+            raise TypeError(f"{name} must be a torch.Tensor on q's device, got {type(t).__name__}")
+    # Shapes, dtypes, GQA, lengths in [1, capacity], used block ids in range. The tables are
+    # small, so they are checked on the CPU even when the kernel will read them on the GPU.
+    _check_decode(q, k_cache, v_cache, block_tables.cpu(), seq_lens.cpu())
     devices = {t.device for t in (q, k_cache, v_cache, block_tables, seq_lens)}
     if len(devices) != 1:
-        raise ValueError(f"all tensors must be on one device, got {sorted(map(str, devices))}")
-    if batch == 0:
-        return
-    capacity = block_tables.shape[1] * block_size  # tokens a row of the table can address
-    lens = seq_lens.tolist()
-    bad = [(b, t) for b, t in enumerate(lens) if not 1 <= t <= capacity]
-    if bad:
-        b, t = bad[0]
-        raise ValueError(f"seq_lens[{b}] = {t} must be in [1, {capacity}] (block_tables "
-                         f"{tuple(block_tables.shape)} x block_size {block_size} tokens)")
-    used = torch.arange(block_tables.shape[1], device=seq_lens.device)[None, :] < (
-        (seq_lens[:, None] + block_size - 1) // block_size)  # [B, max_blocks]: entries the kernel reads
-    out_of_range = used & ((block_tables < 0) | (block_tables >= num_blocks))
-    if bool(out_of_range.any()):
-        b, j = (int(i) for i in out_of_range.nonzero()[0])
-        raise ValueError(f"block_tables[{b}, {j}] = {int(block_tables[b, j])} is not a block id of "
-                         f"k_cache {tuple(k_cache.shape)}: must be in [0, {num_blocks})")
+        raise ValueError(f"q, k_cache, v_cache, block_tables and seq_lens must be on one device, "
+                         f"got {sorted(map(str, devices))}")

@@ -4,6 +4,8 @@ VENV   := .venv
 BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8888
+# Jupyter refuses to run as root unless told; containers and CI machines often are root.
+ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 # nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
 RUN    := PATH="$(BIN):$$PATH"
 
@@ -17,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt
 setup: $(STAMP)  ## create or update .venv with the course, the tools and the test deps
 
 lab: $(STAMP)  ## serve the course in JupyterLab on 127.0.0.1 (prints the URL with its token)
-	$(RUN) jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)"
+	$(RUN) jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" $(ROOT_OK)
 
 test: $(STAMP)  ## the whole suite: library, properties, notebooks, nbgrader pipeline
 	$(RUN) python -m pytest -n 2 --dist loadgroup

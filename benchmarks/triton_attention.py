@@ -1,0 +1,185 @@
+"""The Triton paged decode kernel against SDPA on contiguous caches, timed in the same run on a GPU.
+
+Usage: python benchmarks/triton_attention.py [--dtype float16] [--batch-4k 32] [--peak-gbs 4800]
+
+Needs a CUDA GPU (timing Triton's CPU interpreter would measure the interpreter): on a machine
+without one it exits with status 1 and says so. The CPU comparison of the torch versions is
+``benchmarks/attention.py``; the kernel's correctness on a CPU is ``tests/test_triton_attention.py``.
+
+Same shapes as ``benchmarks/attention.py``: 32 query heads, 8 KV heads, head dim 128, block size
+16, one decode token per request, two cases:
+
+* ``sharegpt``: 32 requests whose context (tokens) is a ShareGPT-like prompt plus output length;
+* ``4k``: ``--batch-4k`` requests of exactly 4096 tokens each.
+
+Methods, all producing the same ``[B, 32, 128]`` output (checked against fp32 attention):
+
+* ``triton_kernel``: the kernel launch alone (``launch_unchecked``) on a paged cache whose
+  physical blocks are shuffled, so neighbouring logical blocks are far apart in memory;
+* ``triton_paged``: the public :func:`pagedkv_lib.triton_attention.paged_decode_triton`, whose
+  argument checks copy the tables to the host (a GPU sync) before the same launch;
+* ``sdpa_padded``: one ``scaled_dot_product_attention`` call over a contiguous, head-major,
+  zero-padded ``[B, H_kv, T_max, D]`` batch (a key-padding mask when lengths differ);
+* ``sdpa_per_request``: one SDPA call per request on its own contiguous ``[1, H_kv, T, D]``.
+
+Effective bandwidth is the bytes of K and V the requests hold (no padding) divided by the time.
+Copy bandwidth is ``dst.copy_(src)`` on the GPU, counted STREAM-style (bytes read plus written
+per second); ``--peak-gbs`` adds the datasheet figure (H200: 4800 GB/s) as a second yardstick.
+Times are medians from ``triton.testing.do_bench``, which clears the L2 cache before each run.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from pagedkv_lib.attention import TOLERANCES
+from pagedkv_lib.workloads import sharegpt_like
+
+H_Q, H_KV, D, S = 32, 8, 128, 16
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+def build_case(lens: list[int], dtype: torch.dtype, device: str, seed: int, *, h_q=H_Q, h_kv=H_KV,
+               d=D, block_size=S) -> dict:
+    """One set of logical K/V per request, stored twice: in shuffled paged blocks, and padded contiguous."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    B, t_max = len(lens), max(lens)
+    n_blocks = [math.ceil(t / block_size) for t in lens]
+    k_tok = torch.randn(B, t_max, h_kv, d, generator=gen, device=device).to(dtype)  # token-major
+    v_tok = torch.randn(B, t_max, h_kv, d, generator=gen, device=device).to(dtype)
+    lens_t = torch.tensor(lens, device=device)
+    padding = torch.arange(t_max, device=device) >= lens_t[:, None]                 # [B, T_max]
+    k_tok[padding] = 0
+    v_tok[padding] = 0
+    physical = torch.randperm(sum(n_blocks), generator=gen, device=device)
+    tables = torch.full((B, max(n_blocks)), -1, dtype=torch.int32, device=device)
+    k_cache = torch.empty(sum(n_blocks), block_size, h_kv, d, dtype=dtype, device=device)
+    v_cache = torch.empty_like(k_cache)
+    start = 0
+    for b, (t, n) in enumerate(zip(lens, n_blocks)):
+        tables[b, :n] = physical[start : start + n]
+        start += n
+        pos = torch.arange(t, device=device)
+        slots = tables[b, pos // block_size].long() * block_size + pos % block_size
+        k_cache.view(-1, h_kv, d)[slots] = k_tok[b, :t]
+        v_cache.view(-1, h_kv, d)[slots] = v_tok[b, :t]
+    k_pad = k_tok.transpose(1, 2).contiguous()                                     # [B, H_kv, T_max, D]
+    v_pad = v_tok.transpose(1, 2).contiguous()
+    return dict(q=torch.randn(B, h_q, d, generator=gen, device=device).to(dtype), k_cache=k_cache,
+                v_cache=v_cache, tables=tables, lens=lens_t, k_pad=k_pad, v_pad=v_pad,
+                # SDPA's boolean mask: True = attend. None when no request is padded.
+                keep=None if min(lens) == t_max else ~padding[:, None, None, :],
+                per_request=[(k_pad[b : b + 1, :, :t], v_pad[b : b + 1, :, :t]) for b, t in enumerate(lens)])
+
+
+def sdpa_padded(c):
+    q = c["q"]
+    out = F.scaled_dot_product_attention(q[:, :, None, :], c["k_pad"], c["v_pad"], attn_mask=c["keep"],
+                                         enable_gqa=True)
+    return out[:, :, 0, :]
+
+
+def sdpa_per_request(c):
+    q = c["q"]
+    return torch.cat([F.scaled_dot_product_attention(q[b : b + 1, :, None, :], k, v, enable_gqa=True)[:, :, 0]
+                      for b, (k, v) in enumerate(c["per_request"])])
+
+
+def fp32_reference(c):
+    """fp32 attention over the padded contiguous batch: the yardstick every method is checked against."""
+    q = c["q"].float()
+    out = F.scaled_dot_product_attention(q[:, :, None, :], c["k_pad"].float(), c["v_pad"].float(),
+                                         attn_mask=c["keep"], enable_gqa=True)
+    return out[:, :, 0, :]
+
+
+def timed_methods(triton_attention) -> dict:
+    """Name -> function of a case. ``triton_paged`` is the public call (argument checks included:
+    they copy the tables to the host and wait for the GPU); ``triton_kernel`` the launch alone."""
+    def triton_paged(c):
+        return triton_attention.paged_decode_triton(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"])
+
+    def triton_kernel(c):
+        return triton_attention.launch_unchecked(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
+                                                 1.0 / math.sqrt(c["q"].shape[-1]))
+
+    return dict(triton_kernel=triton_kernel, triton_paged=triton_paged, sdpa_padded=sdpa_padded,
+                sdpa_per_request=sdpa_per_request)
+
+
+def check_outputs(c, methods: dict) -> dict:
+    """Max |error| of each method against fp32 attention; raises if one is outside the dtype's tolerance."""
+    ref = fp32_reference(c)
+    atol, rtol = TOLERANCES[c["q"].dtype]
+    errors = {}
+    for name, fn in methods.items():
+        out = fn(c).float()
+        torch.testing.assert_close(out, ref, atol=atol, rtol=rtol, msg=lambda m, name=name: f"{name}: {m}")
+        errors[name] = float((out - ref).abs().max())
+    return errors
+
+
+def copy_bandwidth(num_bytes: int) -> float:
+    """STREAM-style device copy bandwidth in bytes/s: (read + written) / median time."""
+    from triton.testing import do_bench
+    src = torch.randn(num_bytes // 4, device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * num_bytes / (do_bench(lambda: dst.copy_(src), return_mode="median") * 1e-3)
+
+
+def run_case(name: str, lens: list[int], methods: dict, dtype: torch.dtype, seed: int, copy_bw: float,
+             peak_bw: float | None) -> None:
+    from triton.testing import do_bench
+    c = build_case(lens, dtype, "cuda", seed)
+    errors = check_outputs(c, methods)
+    kv_bytes = 2 * sum(lens) * H_KV * D * c["k_cache"].element_size()
+    secs = {m: do_bench(lambda fn=fn: fn(c), return_mode="median") * 1e-3 for m, fn in methods.items()}
+    best_base = min(secs["sdpa_padded"], secs["sdpa_per_request"])
+    print(f"\n### {name}: B={len(lens)}, tokens mean {sum(lens) / len(lens):.0f} / max {max(lens)}, "
+          f"K+V {kv_bytes / 2**20:.0f} MiB, {dtype}")
+    peak_col = " | fraction of peak" if peak_bw else ""
+    print(f"| method | median us | x faster SDPA | GB/s (K+V read) | fraction of copy bw{peak_col} | max abs err |")
+    print("|---|---:|---:|---:|---:|" + ("---:|" if peak_bw else "") + "---:|")
+    for m, s in secs.items():
+        peak = f" | {kv_bytes / s / peak_bw:.0%}" if peak_bw else ""
+        print(f"| {m} | {s * 1e6:.1f} | {s / best_base:.2f} | {kv_bytes / s / 1e9:.0f} | "
+              f"{kv_bytes / s / copy_bw:.0%}{peak} | {errors[m]:.1e} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float16", help="cache and query dtype")
+    parser.add_argument("--batch-4k", type=int, default=32, help="requests in the 4k case")
+    parser.add_argument("--peak-gbs", type=float, default=None,
+                        help="datasheet memory bandwidth in GB/s, for a second fraction (H200: 4800)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("benchmarks/triton_attention.py needs a CUDA GPU and found none (torch.cuda.is_available() "
+                 "is False); nothing was measured. On a CPU, run benchmarks/attention.py for the torch "
+                 "versions, and `pytest tests/test_triton_attention.py` to check the kernel under Triton's "
+                 "interpreter.")
+    import triton
+    from pagedkv_lib import triton_attention
+    if triton_attention.INTERPRETED:
+        sys.exit("TRITON_INTERPRET is set, so the kernel would run in Triton's CPU interpreter: "
+                 "unset it to time the compiled kernel.")
+    dtype = DTYPES[args.dtype]
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
+          f"H_q={H_Q} H_kv={H_KV} D={D} S={S}")
+    copy_bw = copy_bandwidth(1 << 30)
+    print(f"copy bandwidth (read + write, 1 GiB): {copy_bw / 1e9:.0f} GB/s")
+    peak_bw = args.peak_gbs * 1e9 if args.peak_gbs else None
+    trace = sharegpt_like(32, seed=args.seed, max_context=4096)
+    methods = timed_methods(triton_attention)
+    lens = (trace.prompt_len + trace.output_len[:, 0]).tolist()
+    run_case("sharegpt", lens, methods, dtype, args.seed, copy_bw, peak_bw)
+    run_case("4k", [4096] * args.batch_4k, methods, dtype, args.seed, copy_bw, peak_bw)
+
+
+if __name__ == "__main__":
+    main()

@@ -109,7 +109,7 @@ def _check_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, k_cache: t
     if int(seq_lens.max()) > capacity:
         raise ValueError(f"seq_lens {seq_lens.tolist()} exceed the capacity of block_tables with shape "
                          f"{_shape(block_tables)}: {block_tables.shape[1]} blocks x {S} tokens = {capacity}")
-    used = torch.arange(block_tables.shape[1]) < ((seq_lens + S - 1) // S)[:, None]
+    used = torch.arange(block_tables.shape[1], device=block_tables.device) < ((seq_lens + S - 1) // S)[:, None]
     ids = block_tables[used]
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_blocks):
         bad = ids[(ids < 0) | (ids >= num_blocks)].tolist()
@@ -156,7 +156,7 @@ def gather_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, block_table, num_tok
     _check_cache(k_cache, v_cache)
     table = _index_tensor("block_table", block_table, 1)
     num_tokens = check_int("num_tokens", num_tokens, minimum=1)
-    _check_tables(table[None], torch.tensor([num_tokens]), k_cache)
+    _check_tables(table[None], torch.tensor([num_tokens], device=table.device), k_cache)
     S = k_cache.shape[1]
     ids = table[: (num_tokens + S - 1) // S]
     k = k_cache[ids].flatten(0, 1)[:num_tokens]
@@ -189,7 +189,7 @@ def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
     vr = v.float().repeat_interleave(group, dim=1)
     scores = torch.einsum("qhd,khd->hqk", q.float(), kr) * _scale(scale, q.shape[-1])
     if causal:
-        future = torch.ones(t_q, t_k, dtype=torch.bool).triu(t_k - t_q + 1)
+        future = torch.ones(t_q, t_k, dtype=torch.bool, device=q.device).triu(t_k - t_q + 1)
         scores = scores.masked_fill(future, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     return torch.einsum("hqk,khd->qhd", probs, vr).to(q.dtype)
@@ -210,7 +210,7 @@ def _grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     qg = (q.float() * scale).view(t_q, h_kv, group, d).permute(1, 2, 0, 3).reshape(h_kv, group * t_q, d)
     scores = torch.bmm(qg, k.float().permute(1, 2, 0))                 # [H_kv, G * T_q, T_k]
     if causal and t_q > 1:
-        future = torch.ones(t_q, t_k, dtype=torch.bool).triu(t_k - t_q + 1)
+        future = torch.ones(t_q, t_k, dtype=torch.bool, device=q.device).triu(t_k - t_q + 1)
         scores = scores.view(h_kv, group, t_q, t_k).masked_fill(future, float("-inf")).view_as(scores)
     out = torch.bmm(torch.softmax(scores, dim=-1), v.float().transpose(0, 1))   # [H_kv, G * T_q, D]
     return out.view(h_kv, group, t_q, d).permute(2, 0, 1, 3).reshape(t_q, h_q, d)
@@ -242,7 +242,7 @@ def paged_decode_gather(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     """
     tables, lens = _check_decode(q, k_cache, v_cache, block_tables, seq_lens)
     scale = _scale(scale, q.shape[-1])
-    out = torch.empty(q.shape, dtype=torch.float32)
+    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     for b, num_tokens in enumerate(lens.tolist()):
         k, v = gather_kv(k_cache, v_cache, tables[b], num_tokens)       # [T_b, H_kv, D] each
         out[b] = _grouped_attention(q[b : b + 1], k, v, False, scale)[0]
@@ -269,9 +269,9 @@ def paged_decode_online(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     lens, tables = lens[order], tables[order]
     n_blocks = (lens + S - 1) // S
     qg = (q[order].float() * _scale(scale, d)).view(batch, h_kv, group, d)
-    m = torch.full((batch, h_kv, group), float("-inf"))
-    denom = torch.zeros(batch, h_kv, group)
-    acc = torch.zeros(batch, h_kv, group, d)
+    m = torch.full((batch, h_kv, group), float("-inf"), device=q.device)
+    denom = torch.zeros(batch, h_kv, group, device=q.device)
+    acc = torch.zeros(batch, h_kv, group, d, device=q.device)
     k_buf = k_cache.new_empty(batch * steps, S, h_kv, d)               # reused: no allocation per step
     v_buf = torch.empty_like(k_buf)
     first_blocks = range(0, int(n_blocks.max()) if batch else 0, steps)
@@ -279,12 +279,12 @@ def paged_decode_online(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
         n = int((n_blocks > j).sum())                                  # active requests: a prefix
         width = min(steps, tables.shape[1] - j)
         ids = tables[:n, j : j + width]
-        live = torch.arange(j, j + width) < n_blocks[:n, None]
+        live = torch.arange(j, j + width, device=q.device) < n_blocks[:n, None]
         ids = torch.where(live, ids, 0).flatten()                      # padding entries read block 0, masked below
         k = torch.index_select(k_cache, 0, ids, out=k_buf[: n * width]).view(n, width * S, h_kv, d).float()
         v = torch.index_select(v_cache, 0, ids, out=v_buf[: n * width]).view(n, width * S, h_kv, d).float()
         scores = torch.stack([torch.bmm(qg[:n, h], k[:, :, h].transpose(1, 2)) for h in range(h_kv)], 1)
-        positions = torch.arange(j * S, (j + width) * S)
+        positions = torch.arange(j * S, (j + width) * S, device=q.device)
         scores.masked_fill_((positions >= lens[:n, None])[:, None, None, :], float("-inf"))
         # Invariant: every active request has >= 1 real token in this step, so m_new is finite.
         m_new = torch.maximum(m[:n], scores.amax(-1))
@@ -294,7 +294,7 @@ def paged_decode_online(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
         pv = torch.stack([torch.bmm(probs[:, h], v[:, :, h]) for h in range(h_kv)], 1)
         acc[:n] = acc[:n] * rescale[..., None] + pv
         m[:n] = m_new
-    out = torch.empty(batch, h_q, d, dtype=q.dtype)
+    out = torch.empty(batch, h_q, d, dtype=q.dtype, device=q.device)
     out[order] = (acc / denom[..., None]).view(batch, h_q, d).to(q.dtype)
     return out
 

@@ -50,8 +50,8 @@ def to_csr(block_tables, seq_lens, block_size: int):
     if n_blocks.numel() and int(n_blocks.max()) > tables.shape[1]:
         raise ValueError(f"seq_lens {lens.tolist()} exceed the capacity of block_tables with shape "
                          f"{tuple(tables.shape)}: {tables.shape[1]} blocks x {S} tokens = {capacity} tokens")
-    used = torch.arange(tables.shape[1]) < n_blocks[:, None]       # [B, max_blocks] row-major order
-    indptr = torch.zeros(lens.shape[0] + 1, dtype=torch.int64)
+    used = torch.arange(tables.shape[1], device=tables.device) < n_blocks[:, None]       # [B, max_blocks] row-major order
+    indptr = torch.zeros(lens.shape[0] + 1, dtype=torch.int64, device=lens.device)
     indptr[1:] = torch.cumsum(n_blocks, 0)
     last_page_len = lens - S * (n_blocks - 1)
     return indptr.to(torch.int32), tables[used].to(torch.int32), last_page_len.to(torch.int32)
@@ -78,6 +78,6 @@ def from_csr(kv_indptr, kv_indices, kv_last_page_len, block_size: int, *, max_bl
         raise ValueError(f"kv_last_page_len must lie in [1, block_size={S}], got {last.tolist()}")
     longest = int(n_blocks.max()) if n_blocks.numel() else 0
     width = longest if max_blocks is None else check_int("max_blocks", max_blocks, minimum=longest)
-    tables = torch.full((last.shape[0], width), PAD_BLOCK, dtype=torch.int64)
-    tables[torch.arange(width) < n_blocks[:, None]] = indices
+    tables = torch.full((last.shape[0], width), PAD_BLOCK, dtype=torch.int64, device=indices.device)
+    tables[torch.arange(width, device=indices.device) < n_blocks[:, None]] = indices
     return tables, S * (n_blocks - 1) + last

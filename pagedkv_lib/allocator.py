@@ -60,7 +60,12 @@ class InvariantError(PagedKVError, AssertionError):
 
 @dataclass(frozen=True)
 class AllocatorStats:
-    """A snapshot of a :class:`BlockManager`. Blocks in blocks, tokens in tokens, slots in token slots."""
+    """A snapshot of a :class:`BlockManager`. Blocks in blocks, tokens in tokens, slots in token slots.
+
+    ``prefix_*``, ``cow_copies``, ``evictions`` and ``blocks_allocated``/``blocks_freed`` count
+    since the manager was made (``blocks_allocated`` counts every block taken out of the free
+    queue, including cached free blocks a prefix hit brings back); the rest describe the state now.
+    """
 
     num_blocks: int
     block_size: int
@@ -72,6 +77,8 @@ class AllocatorStats:
     prefix_hit_tokens: int
     cow_copies: int
     evictions: int
+    blocks_allocated: int
+    blocks_freed: int
     logical_tokens: int
     unique_tokens: int
     reserved_slots: int
@@ -115,8 +122,9 @@ class BlockManager:
         self._pool = BlockPool(num_blocks, block_size, enable_prefix_caching)
         self._seqs: dict[str, _Seq] = {}
         # Running totals, so stats() is O(1); check_invariants() recomputes them from scratch.
-        self._logical = 0      # sum of T over live requests (tokens)
-        self._unique = 0       # filled slots over used blocks (tokens)
+        self._ref = self._pool.ref_cnt
+        self._logical = 0      # T_logical: sum of T over live requests (tokens)
+        self._saved = 0        # T_shared_saved = T_logical - T_unique, T_unique = filled slots of used blocks
         self._queries = 0      # prompt tokens admitted
         self._hit_tokens = 0   # of which served from the prefix cache
         self._cow = 0          # copy-on-write block copies
@@ -156,14 +164,14 @@ class BlockManager:
         for b in hits:
             pool.hit(b)
         table = hits + pool.take(need)
-        for i in range(len(hits), len(hashes)):
-            pool.register(hashes[i], keys[i], table[i])
+        k = len(hits)
+        pool.register(hashes[k:], keys[k:], table[k:len(hashes)])
         self._seqs[request_id] = _Seq(table, tokens, salt, hashes[-1] if hashes else None, len(hashes))
         hit_tokens = len(hits) * S
         self._queries += T
         self._hit_tokens += hit_tokens
         self._logical += T
-        self._unique += T - hit_tokens + revived * S
+        self._saved += hit_tokens - revived * S  # hits on free blocks bring their states back to life
         return hit_tokens
 
     def append_tokens(self, request_id: str, token_ids: Sequence[int]) -> list[tuple[int, int]]:
@@ -179,10 +187,11 @@ class BlockManager:
         n = len(new)
         table = seq.table
         # Hot path: the tokens fit in the last block without filling it, and no one else holds it.
-        if n < len(table) * self.block_size - len(seq.tokens) and self._pool.ref_cnt[table[-1]] == 1:
-            seq.tokens.extend(new)
+        # (T_logical and T_unique both grow by n, so T_shared_saved stays.)
+        tokens = seq.tokens
+        if n < len(table) * self.block_size - len(tokens) and self._ref[table[-1]] == 1:
+            tokens.extend(new)
             self._logical += n
-            self._unique += n
             return []
         return self._append_slow(request_id, seq, new) if n else []
 
@@ -203,11 +212,10 @@ class BlockManager:
             table[-1] = dst
             pairs.append((src, dst))
             self._cow += 1
-            self._unique += filled_last
+            self._saved -= filled_last  # the copied states are now stored twice
         table.extend(fresh)
         seq.tokens.extend(new)
         self._logical += n
-        self._unique += n
         if self.enable_prefix_caching:
             self._cache_full_blocks(seq)
         return pairs
@@ -224,6 +232,7 @@ class BlockManager:
         self._seqs[child_id] = _Seq(list(parent.table), list(parent.tokens), parent.salt,
                                     parent.last_hash, parent.num_hashed)
         self._logical += len(parent.tokens)
+        self._saved += len(parent.tokens)
 
     def free(self, request_id: str) -> None:
         """Release a request's blocks, tail first; blocks no other table holds become free."""
@@ -235,8 +244,9 @@ class BlockManager:
         last_filled = T - (len(table) - 1) * S
         last_freed = self._pool.ref_cnt[table[-1]] == 1
         freed = self._pool.release(reversed(table))
-        self._unique -= freed * S - (S - last_filled if last_freed else 0)
+        freed_states = freed * S - (S - last_filled if last_freed else 0)
         self._logical -= T
+        self._saved -= T - freed_states
 
     # ----------------------------------------------------------------- queries
 
@@ -317,12 +327,14 @@ class BlockManager:
         pool = self._pool
         used = self.num_blocks - pool.num_free
         reserved = used * self.block_size
+        unique = self._logical - self._saved
         return AllocatorStats(
             num_blocks=self.num_blocks, block_size=self.block_size, num_requests=len(self._seqs),
             used_blocks=used, free_blocks=pool.num_free, cached_free_blocks=pool.num_cached_free,
             prefix_queries_tokens=self._queries, prefix_hit_tokens=self._hit_tokens,
-            cow_copies=self._cow, evictions=pool.evictions, logical_tokens=self._logical,
-            unique_tokens=self._unique, reserved_slots=reserved, slack=reserved - self._unique)
+            cow_copies=self._cow, evictions=pool.evictions, blocks_allocated=pool.allocated,
+            blocks_freed=pool.freed, logical_tokens=self._logical,
+            unique_tokens=unique, reserved_slots=reserved, slack=reserved - unique)
 
     # ----------------------------------------------------------------- invariants
 
@@ -369,8 +381,8 @@ class BlockManager:
         hashed = sum(1 for h in pool.block_hash if h is not None)
         _require(hashed == len(pool.cached), "a block has a hash that the hash map does not point to it")
         _require(logical == self._logical, f"logical tokens {self._logical} != recomputed {logical}")
-        _require(sum(fill.values()) == self._unique,
-                 f"unique tokens {self._unique} != recomputed {sum(fill.values())}")
+        _require(sum(fill.values()) == logical - self._saved,
+                 f"unique tokens {logical - self._saved} != recomputed {sum(fill.values())}")
 
     def _check_chain(self, rid: str, seq: _Seq) -> None:
         """Every full block is hashed along the chain, and a cached block holds the tokens it claims."""
@@ -388,10 +400,11 @@ class BlockManager:
     def _chain(self, parent_hash, tokens, start: int, stop: int, salt):
         """Hashes and keys of full blocks ``start..stop-1`` of ``tokens``, chained from ``parent_hash``."""
         S = self.block_size
+        toks = tuple(tokens[start * S:stop * S])  # one tuple; its slices are the blocks' token tuples
         hashes, keys = [], []
         h = parent_hash
-        for i in range(start, stop):
-            key = (h, tuple(tokens[i * S:(i + 1) * S]), salt)
+        for a in range(0, len(toks), S):
+            key = (h, toks[a:a + S], salt)
             h = hash(key)
             keys.append(key)
             hashes.append(h)
@@ -403,8 +416,7 @@ class BlockManager:
         if full == seq.num_hashed:
             return
         hashes, keys = self._chain(seq.last_hash, seq.tokens, seq.num_hashed, full, seq.salt)
-        for j, i in enumerate(range(seq.num_hashed, full)):
-            self._pool.register(hashes[j], keys[j], seq.table[i])
+        self._pool.register(hashes, keys, seq.table[seq.num_hashed:full])
         seq.last_hash, seq.num_hashed = hashes[-1], full
 
     def _seq(self, request_id) -> _Seq:
@@ -456,24 +468,25 @@ def slot_mapping_batch(block_tables, positions, block_size: int) -> np.ndarray:
 
 
 def _token_list(name: str, token_ids) -> Sequence[int]:
-    """Token ids as a sequence of Python ints >= 0 (numpy arrays and integer scalars converted)."""
-    if isinstance(token_ids, np.ndarray):
+    """Token ids as a sequence of Python ints >= 0 (numpy arrays and integer scalars converted).
+
+    Runs on every append, so the common case (a list of ints) is one pass with no conversion.
+    """
+    if type(token_ids) is list or isinstance(token_ids, (tuple, range)):
+        toks = token_ids
+    elif isinstance(token_ids, np.ndarray):
         if token_ids.ndim != 1 or token_ids.dtype.kind not in "iu":
             raise TypeError(f"{name} must be a 1-D sequence of integer token ids, got an array of "
                             f"shape {token_ids.shape} and dtype {token_ids.dtype}")
         toks = token_ids.tolist()
-    elif isinstance(token_ids, (list, tuple, range)):
-        toks = token_ids
     elif isinstance(token_ids, Sequence) and not isinstance(token_ids, (str, bytes)):
         toks = list(token_ids)
     else:
         raise TypeError(f"{name} must be a sequence of integer token ids, got {token_ids!r} "
                         f"({type(token_ids).__name__})")
     for t in toks:
-        if type(t) is not int:
+        if type(t) is not int or t < 0:  # rare: numpy scalars to convert, or a bad id to report
             return [check_int(f"each of {name}", t, minimum=0) for t in toks]
-    if toks and min(toks) < 0:
-        raise ValueError(f"{name} must be token ids >= 0, got {min(toks)}")
     return toks
 
 

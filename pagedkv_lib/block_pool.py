@@ -48,7 +48,9 @@ class BlockPool:
         # Reversed so that a fresh pool hands out blocks 0, 1, 2, ... (readable block tables).
         self._free: list[int] = list(range(num_blocks - 1, -1, -1))
         self._lru: OrderedDict[int, None] = OrderedDict()
-        self.evictions = 0
+        self.evictions = 0   # cached free blocks whose hash was dropped to reuse them
+        self.allocated = 0   # blocks taken out of the free queue (by take() or a hit), ever
+        self.freed = 0       # blocks whose ref count dropped to 0, ever
 
     @property
     def num_free(self) -> int:
@@ -77,6 +79,7 @@ class BlockPool:
         ref = self.ref_cnt
         for b in taken:
             ref[b] = 1
+        self.allocated += n
         return taken
 
     def _evict_lru(self) -> int:
@@ -97,17 +100,20 @@ class BlockPool:
         """A request maps cached block ``b``: take it out of the free queue if needed, bump its ref."""
         if self.ref_cnt[b] == 0:
             del self._lru[b]
+            self.allocated += 1
         self.ref_cnt[b] += 1
 
-    def register(self, block_hash: int, key: tuple, b: int) -> None:
-        """Cache full block ``b`` under ``block_hash`` unless that hash already names a block.
+    def register(self, hashes: list[int], keys: list[tuple], blocks: list[int]) -> None:
+        """Cache each full block ``blocks[i]`` under ``hashes[i]`` unless that hash already names a block.
 
         A duplicate (two requests computed the same block) stays uncached: the hash map holds
         one block per hash, and the duplicate goes back to the uncached free stack when freed.
         """
-        if self.cached.setdefault(block_hash, b) == b:
-            self.block_hash[b] = block_hash
-            self.block_key[b] = key
+        cached, block_hash, block_key = self.cached, self.block_hash, self.block_key
+        for h, key, b in zip(hashes, keys, blocks):
+            if cached.setdefault(h, b) == b:
+                block_hash[b] = h
+                block_key[b] = key
 
     def release(self, blocks) -> int:
         """Drop one reference to each block, in the order given; return how many became free.
@@ -126,6 +132,7 @@ class BlockPool:
                     free.append(b)
                 else:
                     lru[b] = None
+        self.freed += freed
         return freed
 
     def free_blocks(self) -> tuple[list[int], list[int]]:

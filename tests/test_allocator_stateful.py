@@ -139,6 +139,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         assert s.unique_tokens <= s.logical_tokens  # every stored state belongs to some request
         assert s.prefix_hit_tokens == self.hit_tokens
         assert s.used_blocks + s.free_blocks == s.num_blocks
+        assert s.blocks_allocated - s.blocks_freed == s.used_blocks
 
     def teardown(self):
         for rid in list(self.tokens):

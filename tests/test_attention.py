@@ -91,15 +91,15 @@ def test_paged_decode_equals_dense_at_block_boundaries(decode, group):
 
 @settings(max_examples=40, deadline=None)
 @given(lens=st.lists(st.integers(1, 70), min_size=1, max_size=5), block_size=st.sampled_from([1, 2, 3, 8, 16]),
-       h_kv=st.sampled_from([1, 2]), group=st.sampled_from([1, 2, 4, 8]), blocks_per_step=st.integers(1, 6),
+       h_kv=st.sampled_from([1, 2]), group=st.sampled_from([1, 2, 4, 8]), step_blocks=st.integers(1, 12),
        seed=st.integers(0, 2**16))
-def test_paged_decode_equals_dense_on_random_tables(lens, block_size, h_kv, group, blocks_per_step, seed):
+def test_paged_decode_equals_dense_on_random_tables(lens, block_size, h_kv, group, step_blocks, seed):
     k_cache, v_cache, tables, seq_lens, logical = make_paged(lens, block_size, h_kv, 8, seed=seed)
     q = torch.randn(len(lens), h_kv * group, 8, generator=torch.Generator().manual_seed(seed))
     expected = dense_decode(q, logical)
     torch.testing.assert_close(A.paged_decode_gather(q, k_cache, v_cache, tables, seq_lens), expected,
                                atol=1e-5, rtol=1e-5)
-    online = A.paged_decode_online(q, k_cache, v_cache, tables, seq_lens, blocks_per_step=blocks_per_step)
+    online = A.paged_decode_online(q, k_cache, v_cache, tables, seq_lens, step_blocks=step_blocks)
     torch.testing.assert_close(online, expected, atol=1e-5, rtol=1e-5)
 
 
@@ -210,5 +210,5 @@ def test_bad_prefill_and_dense_input_raise_value_error():
         A.dense_attention(torch.randn(5, 2, 16), torch.randn(4, 2, 16), torch.randn(4, 2, 16))
     with pytest.raises(TypeError, match="float16"):
         A.dense_attention(torch.randn(1, 2, 16).half(), torch.randn(4, 2, 16), torch.randn(4, 2, 16))
-    with pytest.raises(ValueError, match="blocks_per_step"):
-        A.paged_decode_online(*_decode_args(), blocks_per_step=0)
+    with pytest.raises(ValueError, match="step_blocks"):
+        A.paged_decode_online(*_decode_args(), step_blocks=0)

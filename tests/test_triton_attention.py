@@ -238,6 +238,40 @@ def test_compiled_kernel_on_cpu_tensors_says_how_to_use_the_interpreter():
     assert "MESSAGE:" in result.stdout and "TRITON_INTERPRET=1" in result.stdout, result.stdout
 
 
+def test_kernel_compiles_for_gpus_without_a_gpu():
+    """The GPU path, checked here: Triton compiles the kernel to PTX and machine code for
+    Ampere (sm_80) and Hopper (sm_90) in each dtype, ahead of time, with no GPU present.
+    The interpreter cannot catch what only the compiler rejects (tl.dot tile sizes, dtypes)."""
+    pytest.importorskip("triton")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    result = _run_python("""
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        from pagedkv_lib.triton_attention import _paged_decode_kernel as kernel, _padded
+
+        def signature(dtype):
+            ptrs = dict(block_tables_ptr="*i32", seq_lens_ptr="*i64")
+            return {name: ptrs.get(name, "*" + dtype) if name.endswith("_ptr") else
+                    "fp32" if name == "scale_log2" else "i32" if name.startswith("stride") else
+                    "constexpr" for name in kernel.arg_names}
+
+        for arch in (80, 90):
+            for dtype in ("fp32", "fp16", "bf16"):
+                for group, block_size, head_dim in ((1, 16, 128), (8, 16, 128), (4, 3, 24)):
+                    consts = dict(GROUP=group, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
+                                  PAD_GROUP=_padded(group), PAD_BLOCK=_padded(block_size),
+                                  PAD_DIM=_padded(head_dim),
+                                  INPUT_PRECISION="ieee" if dtype == "fp32" else "tf32")
+                    compiled = triton.compile(ASTSource(kernel, signature(dtype), constexprs=consts),
+                                              target=GPUTarget("cuda", arch, 32))
+                    assert compiled.asm["cubin"], (arch, dtype, group)
+                    print("OK", arch, dtype, group, block_size, head_dim)
+    """, env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("OK") == 18, result.stdout
+
+
 def test_import_without_triton_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", None)  # what `import triton` sees when it is absent
     monkeypatch.delitem(sys.modules, "pagedkv_lib.triton_attention", raising=False)

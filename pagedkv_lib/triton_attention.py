@@ -33,7 +33,10 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
         "The torch versions in pagedkv_lib.attention need no Triton."
     ) from exc
 
+__all__ = ["INTERPRETED", "paged_decode_triton", "launch_unchecked"]
+
 # tl.dot on a GPU needs every tile side to be at least 16; smaller sides are padded and masked.
+# Padding costs matrix-unit work, not memory traffic, and decode is bound by reading K and V.
 _MIN_TILE = 16
 _LOG2_E = 1.4426950408889634  # exp(x) == exp2(x * log2(e)); exp2 is the cheap instruction
 
@@ -131,7 +134,7 @@ def paged_decode_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
 
     ``q`` is ``[B, H_q, D]`` (one new token per sequence); ``k_cache`` and ``v_cache`` are
     ``[num_blocks, block_size S, H_kv, D]`` (NHD); ``block_tables`` is ``[B, max_blocks]``
-    (int32 or int64) and row ``b`` lists the physical blocks of sequence ``b`` in logical order;
+    integers (int32 as vLLM keeps them, or int64) and row ``b`` lists the physical blocks of sequence ``b`` in logical order;
     ``seq_lens`` is ``[B]``, tokens per sequence, each in ``[1, max_blocks * S]``. Entries of a
     row past ``ceil(T / S)`` are never read and may hold anything (e.g. -1 padding).
     ``H_q`` must be a multiple of ``H_kv`` (grouped-query attention). ``scale`` defaults to
@@ -172,6 +175,7 @@ def launch_unchecked(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         *seq_lens.stride(),
         GROUP=group, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
         PAD_GROUP=_padded(group), PAD_BLOCK=_padded(block_size), PAD_DIM=_padded(head_dim),
+        # fp32: IEEE products (TF32 would cost about 1e-3); fp16/bf16 products are exact anyway.
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )
     return out

@@ -142,7 +142,7 @@ def run_case(name: str, lens: list[int], methods: dict, dtype: torch.dtype, seed
     print(f"\n### {name}: B={len(lens)}, tokens mean {sum(lens) / len(lens):.0f} / max {max(lens)}, "
           f"K+V {kv_bytes / 2**20:.0f} MiB, {dtype}")
     peak_col = " | fraction of peak" if peak_bw else ""
-    print(f"| method | median us | x faster SDPA | GB/s (K+V read) | fraction of copy bw{peak_col} | max abs err |")
+    print(f"| method | median us | time / faster SDPA | GB/s (K+V read) | fraction of copy bw{peak_col} | max abs err |")
     print("|---|---:|---:|---:|---:|" + ("---:|" if peak_bw else "") + "---:|")
     for m, s in secs.items():
         peak = f" | {kv_bytes / s / peak_bw:.0%}" if peak_bw else ""

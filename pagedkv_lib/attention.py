@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from .csr import PAD_BLOCK, from_csr, to_csr
+from .csr import PAD_BLOCK, from_csr, index_tensor, to_csr
 from .errors import check_int
 
 __all__ = ["TOLERANCES", "write_kv", "gather_kv", "dense_attention", "paged_decode_gather",
@@ -80,17 +80,6 @@ def _check_same_dtype(q, k_cache) -> None:
         raise TypeError(f"q is {q.dtype} but the cache is {k_cache.dtype}: use one dtype")
 
 
-def _index_tensor(name: str, value, dims: int) -> torch.Tensor:
-    """An integer tensor of ``dims`` dimensions on the CPU, as int64 (block ids, lengths, slots)."""
-    if not isinstance(value, torch.Tensor):
-        value = torch.as_tensor(value)
-    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integers, got dtype {value.dtype}")
-    if value.dim() != dims:
-        raise ValueError(f"{name} must have {dims} dimension(s), got shape {_shape(value)}")
-    return value.to(torch.int64)
-
-
 def _check_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, k_cache: torch.Tensor,
                   min_len: int = 1) -> None:
     """Lengths fit their tables, and every block a length uses names a real physical block.
@@ -133,7 +122,7 @@ def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: t
     _check_cache(k_cache, v_cache)
     _check_float("k", k, 3, "[N, H_kv, D]")
     _check_float("v", v, 3, "[N, H_kv, D]")
-    slots = _index_tensor("slot_mapping", slot_mapping, 1)
+    slots = index_tensor("slot_mapping", slot_mapping, 1)
     if k.shape != v.shape or k.shape[1:] != k_cache.shape[2:] or k.shape[0] != slots.shape[0]:
         raise ValueError(f"k {_shape(k)} and v {_shape(v)} must both be [N, H_kv, D] matching the cache "
                          f"{_shape(k_cache)} and slot_mapping {_shape(slots)} [N]")
@@ -154,7 +143,7 @@ def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: t
 def gather_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, block_table, num_tokens: int):
     """One request's logical K and V, ``[num_tokens, H_kv, D]`` each, copied out of its blocks."""
     _check_cache(k_cache, v_cache)
-    table = _index_tensor("block_table", block_table, 1)
+    table = index_tensor("block_table", block_table, 1)
     num_tokens = check_int("num_tokens", num_tokens, minimum=1)
     _check_tables(table[None], torch.tensor([num_tokens], device=table.device), k_cache)
     S = k_cache.shape[1]
@@ -226,8 +215,8 @@ def _check_decode(q, k_cache, v_cache, block_tables, seq_lens):
     _check_float("q", q, 3, "[B, H_q, D]")
     _check_heads(_shape(q), _shape(k_cache), "q", "k_cache")
     _check_same_dtype(q, k_cache)
-    tables = _index_tensor("block_tables", block_tables, 2)
-    lens = _index_tensor("seq_lens", seq_lens, 1)
+    tables = index_tensor("block_tables", block_tables, 2)
+    lens = index_tensor("seq_lens", seq_lens, 1)
     if tables.shape[0] != q.shape[0]:
         raise ValueError(f"q has shape {_shape(q)} [B, H_q, D] but block_tables has shape "
                          f"{_shape(tables)} [B, max_blocks]: batch sizes differ")

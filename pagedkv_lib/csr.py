@@ -21,8 +21,11 @@ PAD_BLOCK = -1
 """Block-table entry past a request's last block: "no block here"."""
 
 
-def _int_tensor(name: str, value, dims: int) -> torch.Tensor:
-    """``value`` as an integer tensor of ``dims`` dimensions, or a ValueError naming its shape."""
+def index_tensor(name: str, value, dims: int) -> torch.Tensor:
+    """``value`` (block ids, lengths, slots) as an int64 tensor of ``dims`` dimensions.
+
+    Raises TypeError for non-integer dtypes and ValueError naming the shape for the wrong rank.
+    """
     value = torch.as_tensor(value)
     if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
         raise TypeError(f"{name} must hold integers, got dtype {value.dtype}")
@@ -38,8 +41,8 @@ def to_csr(block_tables, seq_lens, block_size: int):
     ``N_i = ceil(T_i / S)`` entries of row ``i`` are read, so padding may hold anything.
     """
     S = check_int("block_size", block_size, minimum=1)
-    tables = _int_tensor("block_tables", block_tables, 2)
-    lens = _int_tensor("seq_lens", seq_lens, 1)
+    tables = index_tensor("block_tables", block_tables, 2)
+    lens = index_tensor("seq_lens", seq_lens, 1)
     if tables.shape[0] != lens.shape[0]:
         raise ValueError(f"block_tables has shape {tuple(tables.shape)} [B, max_blocks] but seq_lens has "
                          f"shape {tuple(lens.shape)} [B]: batch sizes differ")
@@ -64,9 +67,9 @@ def from_csr(kv_indptr, kv_indices, kv_last_page_len, block_size: int, *, max_bl
     to the longest request's page count.
     """
     S = check_int("block_size", block_size, minimum=1)
-    indptr = _int_tensor("kv_indptr", kv_indptr, 1)
-    indices = _int_tensor("kv_indices", kv_indices, 1)
-    last = _int_tensor("kv_last_page_len", kv_last_page_len, 1)
+    indptr = index_tensor("kv_indptr", kv_indptr, 1)
+    indices = index_tensor("kv_indices", kv_indices, 1)
+    last = index_tensor("kv_last_page_len", kv_last_page_len, 1)
     if indptr.shape[0] != last.shape[0] + 1:
         raise ValueError(f"kv_indptr has shape {tuple(indptr.shape)} but kv_last_page_len has shape "
                          f"{tuple(last.shape)}: kv_indptr needs one entry more (B + 1)")

@@ -100,8 +100,11 @@ def _paged_decode_kernel(
         slot_ok = (s < BLOCK_SIZE) & (j * BLOCK_SIZE + s < seq_len)
         kv_mask = slot_ok[:, None] & d_ok[None, :]
 
+        # Request the block's K and V together, before the math, so their memory latencies overlap.
         k = tl.load(k_ptr + block_id * stride_kn + s[:, None] * stride_ks + kv_head * stride_kh
                     + d[None, :] * stride_kd, mask=kv_mask, other=0.0)
+        v = tl.load(v_ptr + block_id * stride_vn + s[:, None] * stride_vs + kv_head * stride_vh
+                    + d[None, :] * stride_vd, mask=kv_mask, other=0.0)
         scores = tl.dot(q, tl.trans(k), input_precision=INPUT_PRECISION) * scale_log2
         # Every step has at least one valid slot (j*S < T), so m_new is finite.
         scores = tl.where(slot_ok[None, :], scores, float("-inf"))
@@ -111,8 +114,6 @@ def _paged_decode_kernel(
         p = tl.exp2(scores - m_new[:, None])
         l = l * alpha + tl.sum(p, axis=1)
 
-        v = tl.load(v_ptr + block_id * stride_vn + s[:, None] * stride_vs + kv_head * stride_vh
-                    + d[None, :] * stride_vd, mask=kv_mask, other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=INPUT_PRECISION)
         m = m_new
 

@@ -293,3 +293,28 @@ def test_check_invariants_names_what_broke():
     bm._pool.ref_cnt[0] += 1  # corrupt on purpose
     with pytest.raises(InvariantError, match="ref count of block 0 is 2 but 1 tables hold it"):
         bm.check_invariants()
+
+
+def test_queries_describe_the_live_requests():
+    bm = BlockManager(8, 4)
+    bm.add_request("a", [3, 1, 4, 1, 5])
+    bm.fork("a", "b")
+    bm.append_tokens("b", (9, 2))
+    assert ("a" in bm, "b" in bm, "c" in bm) == (True, True, False)
+    assert bm.num_requests == 2
+    assert bm.token_ids("b") == [3, 1, 4, 1, 5, 9, 2] and bm.num_tokens("a") == 5
+    bm.free("a")
+    assert "a" not in bm and bm.num_requests == 1
+
+
+@pytest.mark.parametrize("tables, positions, words", [
+    ([0, 1], [0], "block_tables must be 2-D"),
+    ([[0, 1]], [0, 1], r"positions must have shape \(1,\) or \(1, P\)"),
+    ([[0, 1]], [-2], "positions must be >= 0"),
+    ([[0, 1]], [8], "needs logical block 2"),
+    ([[0, -1]], [5], "padding entry"),
+    ([[0.0, 1.0]], [1], "block_tables must hold integers"),
+])
+def test_batched_slot_mapping_rejects_bad_shapes_and_padding(tables, positions, words):
+    with pytest.raises((TypeError, ValueError), match=words):
+        slot_mapping_batch(tables, positions, 4)

@@ -1,0 +1,202 @@
+"""Benchmark the paged block manager on a serving-like trace, at several pool sizes.
+
+The trace: ``--requests`` requests, each a shared system prompt (one of a few, 64-512 tokens)
+plus a random tail (16-256 tokens), then 1-256 decode steps of one token each. A small
+continuous-batching driver keeps up to ``--max-running`` requests live: each step appends one
+token to every running request, frees the finished ones, and admits waiting requests while
+blocks last (a request whose append runs out of blocks is freed and sent back to the queue,
+i.e. preempted and recomputed later).
+
+Two measurements per pool size, both in one process, one core:
+
+* **trace**: wall time of the driver with the real :class:`BlockManager`, minus the same driver
+  run with a manager that does nothing (the same-run baseline: trace generation, the Python
+  loop, call overhead). What remains is time spent inside the allocator. Block operations =
+  blocks taken out of the free queue + blocks returned to it.
+* **pool only**: add a 256-token prompt and free it again, over and over, so that nearly all the
+  time goes to block allocation and freeing (with prefix caching off, then on: hashing 16 blocks
+  per prompt is part of the cost).
+
+Also printed: the floor of any pure-Python pool, a ``list.pop()`` + ``list.append()`` pair per
+block, measured in the same run.
+
+Each measurement is repeated (``--repeat``, default 3) and the fastest run kept, because the
+machine is shared. Usage: ``python benchmarks/allocator.py`` (about 30 s per pool size on a 2-core
+machine), or ``--requests 2000 --repeat 1`` for a quick look.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import random
+import time
+
+from pagedkv_lib.allocator import BlockManager
+from pagedkv_lib.errors import OutOfBlocksError
+
+VOCAB = 32_000
+
+
+def make_trace(num_requests: int, seed: int):
+    """Yield ``(request_id, prompt_token_ids, output_len)``; the same seed gives the same trace."""
+    rng = random.Random(seed)
+    systems = [[rng.randrange(VOCAB) for _ in range(rng.randint(64, 512))] for _ in range(8)]
+    weights = [1 / (k + 1) for k in range(len(systems))]  # a few prompts are much more popular
+    pool = [rng.randrange(VOCAB) for _ in range(1 << 16)]
+    for i in range(num_requests):
+        system = rng.choices(systems, weights)[0]
+        tail_len = int(16 * 16 ** rng.random())              # 16..256, log-uniform
+        start = rng.randrange(len(pool) - tail_len)
+        out_len = max(1, int(256 ** rng.random()))          # 1..256, log-uniform (right-skewed)
+        yield f"req{i}", system + pool[start:start + tail_len], out_len
+
+
+class NullManager:
+    """The driver's cost without an allocator: same calls, no work."""
+
+    def add_request(self, request_id, prompt_token_ids, *, salt=None):
+        return 0
+
+    def append_tokens(self, request_id, token_ids):
+        return []
+
+    def free(self, request_id):
+        pass
+
+
+def drive(manager, num_requests: int, seed: int, max_running: int) -> dict:
+    """Run the trace through ``manager``; return the wall time and the driver's counts."""
+    decode_tokens = [[t] for t in random.Random(seed + 1).choices(range(VOCAB), k=4096)]
+    trace = make_trace(num_requests, seed)
+    waiting = []            # preempted requests, retried first
+    running = []            # [request_id, prompt, tokens still to generate, output length]
+    calls = appends = preemptions = step = 0
+    pending = next(trace, None)
+    t0 = time.perf_counter()
+    while running or waiting or pending is not None:
+        while len(running) < max_running and (waiting or pending is not None):
+            rid, prompt, out_len = waiting[-1] if waiting else pending
+            calls += 1
+            try:
+                manager.add_request(rid, prompt)
+            except OutOfBlocksError:
+                if not running:
+                    raise  # an empty pool cannot hold this prompt: the trace cannot finish
+                break
+            running.append([rid, prompt, out_len, out_len])
+            if waiting:
+                waiting.pop()
+            else:
+                pending = next(trace, None)
+        still = []
+        for entry in running:
+            step += 1
+            calls += 1
+            try:
+                manager.append_tokens(entry[0], decode_tokens[step & 4095])
+            except OutOfBlocksError:
+                manager.free(entry[0])
+                calls += 1
+                waiting.append((entry[0], entry[1], entry[3]))
+                preemptions += 1
+                continue
+            appends += 1
+            entry[2] -= 1
+            if entry[2]:
+                still.append(entry)
+            else:
+                manager.free(entry[0])
+                calls += 1
+        running = still
+    return {"seconds": time.perf_counter() - t0, "calls": calls, "appends": appends, "preemptions": preemptions}
+
+
+def pool_only(num_blocks: int, caching: bool, rounds: int, seed: int, collect: bool) -> tuple[float, int]:
+    """Seconds and block operations for ``rounds`` add/free pairs of 256-token prompts.
+
+    The 256 prompts cycle through a pool of ``num_blocks`` = 1024 blocks, so a prompt's cached
+    blocks are evicted (64 prompts later) before it comes back: every block is a new allocation.
+    ``collect=False`` turns Python's cyclic garbage collector off for the loop.
+    """
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(VOCAB) for _ in range(256)] for _ in range(256)]
+    bm = BlockManager(num_blocks, 16, enable_prefix_caching=caching)
+    if not collect:
+        gc.disable()
+    t0 = time.perf_counter()
+    for r in range(rounds):
+        rid = str(r)
+        bm.add_request(rid, prompts[r & 255])
+        bm.free(rid)
+    seconds = time.perf_counter() - t0
+    gc.enable()
+    s = bm.stats()
+    return seconds, s.blocks_allocated + s.blocks_freed
+
+
+def list_floor(ops: int) -> float:
+    """Seconds for ``ops`` list pops and appends: the floor of any pure-Python free list."""
+    free = list(range(1024))
+    pop, push = free.pop, free.append
+    t0 = time.perf_counter()
+    for _ in range(ops // 2):
+        push(pop())
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=100_000)
+    ap.add_argument("--pools", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--max-running", type=int, default=256)
+    ap.add_argument("--pool-rounds", type=int, default=20_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest is kept")
+    args = ap.parse_args()
+
+    print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, Python {platform.python_version()}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
+    floor_ops = 2_000_000
+    floor = list_floor(floor_ops)
+    print(f"floor: list pop+append {floor / floor_ops * 1e6:.3f} us/op "
+          f"({floor_ops / floor / 1e6:.1f} M ops/s)")
+
+    print("\npool only (add a 256-token prompt = 16 blocks of 16, free it):")
+    for caching in (False, True):
+        for collect in (True, False):
+            seconds, ops = pool_only(1024, caching, args.pool_rounds, args.seed, collect)
+            print(f"  prefix caching {'on ' if caching else 'off'}, gc {'on ' if collect else 'off'}: "
+                  f"{ops / seconds / 1e6:.2f} M block ops/s, {seconds / ops * 1e6:.3f} us/op")
+
+    def best(make):
+        """The fastest of ``--repeat`` runs of the trace, as (manager, run)."""
+        kept = None
+        for _ in range(args.repeat):
+            manager = make()
+            run = drive(manager, args.requests, args.seed, args.max_running)
+            if kept is None or run["seconds"] < kept[1]["seconds"]:
+                kept = (manager, run)
+        return kept
+
+    _, null = best(NullManager)
+    print(f"\ntrace: {args.requests} requests, block size 16, up to {args.max_running} running; "
+          f"driver alone (null manager) {null['seconds']:.2f} s for {null['calls']:,} calls "
+          f"({null['appends']:,} appends)")
+    print("| pool (blocks) | wall s | allocator s | block ops | M block ops/s | us/block op "
+          "| us/allocator call | prefix hit rate | evictions | preemptions |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for num_blocks in args.pools:
+        bm, run = best(lambda: BlockManager(num_blocks, 16))
+        s = bm.stats()
+        inside = run["seconds"] - null["seconds"]
+        ops = s.blocks_allocated + s.blocks_freed
+        print(f"| {num_blocks:,} | {run['seconds']:.2f} | {inside:.2f} | {ops:,} | {ops / inside / 1e6:.2f} "
+              f"| {inside / ops * 1e6:.3f} | {inside / run['calls'] * 1e6:.3f} | {s.prefix_hit_rate:.1%} "
+              f"| {s.evictions:,} | {run['preemptions']:,} |")
+    print(f"# load average {os.getloadavg()[0]:.2f} at end")
+
+
+if __name__ == "__main__":
+    main()

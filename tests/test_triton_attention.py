@@ -235,17 +235,19 @@ def test_compiled_kernel_on_cpu_tensors_says_how_to_use_the_interpreter():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     result = _run_python("""
         import torch
-        from pagedkv_lib.triton_attention import paged_decode_triton, INTERPRETED
+        from pagedkv_lib.triton_attention import INTERPRETED, launch_unchecked, paged_decode_triton
         assert not INTERPRETED
         cache = torch.zeros(2, 4, 1, 8)
-        try:
-            paged_decode_triton(torch.zeros(1, 1, 8), cache, cache, torch.zeros(1, 1, dtype=torch.int32),
-                                torch.tensor([3]))
-        except RuntimeError as exc:
-            print("MESSAGE:", exc)
+        args = (torch.zeros(1, 1, 8), cache, cache, torch.zeros(1, 1, dtype=torch.int32), torch.tensor([3]))
+        for call in (lambda: paged_decode_triton(*args), lambda: launch_unchecked(*args, 1.0)):
+            try:
+                call()
+            except RuntimeError as exc:
+                print("MESSAGE:", exc)
     """, env)
     assert result.returncode == 0, result.stderr
-    assert "MESSAGE:" in result.stdout and "TRITON_INTERPRET=1" in result.stdout, result.stdout
+    messages = [line for line in result.stdout.splitlines() if line.startswith("MESSAGE:")]
+    assert len(messages) == 2 and all("TRITON_INTERPRET=1" in m for m in messages), result.stdout
 
 
 def test_kernel_compiles_for_gpus_without_a_gpu():

@@ -2,7 +2,13 @@
 import os
 from pathlib import Path
 
+import torch
 from hypothesis import HealthCheck, settings
+
+# Without a GPU, Triton kernels run in its CPU interpreter. The variable must be set before triton is
+# first imported anywhere in the process (its language helpers are bound at that import).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 

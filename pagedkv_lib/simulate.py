@@ -1,0 +1,236 @@
+"""Serving simulator: continuous batching of a request trace under a KV-cache budget.
+
+:func:`simulate` runs one memory policy over a :class:`~pagedkv_lib.workloads.Trace` and returns
+a :class:`SimResult` with per-step series (numpy arrays) and a summary dict;
+:func:`compare_policies` runs several and returns table rows; :func:`block_size_sweep` varies
+the paged block size. The loop itself is :mod:`pagedkv_lib.sim_loop`.
+
+Policies (the PagedAttention paper's Figure 2 systems, and vLLM):
+
+* ``"max"``, ``"pow2"``, ``"oracle"``: each sequence reserves one contiguous range when it is
+  admitted, of the model's context length, of the next power of two at or above its final
+  length, or of exactly its final length (:mod:`pagedkv_lib.sim_contiguous`);
+* ``"paged"``: blocks of ``block_size`` tokens from the real block manager, nothing shared;
+* ``"paged+sharing"``: the same with prefix caching, forked samples and forked beams.
+
+Memory categories, in token slots, summing to the budget at every step:
+
+* ``token_states``: KV states of tokens already in the cache (counted once when shared);
+* ``reservation``: contiguous slots reserved for tokens the request will still generate;
+* ``internal_fragmentation``: contiguous slots reserved beyond the request's final length;
+* ``external_fragmentation``: free contiguous slots in gaps too short for the run the queue's
+  head would reserve (the arena's definition, :mod:`pagedkv_lib.contiguous`); 0 when no one
+  waits, and 0 for paged policies, where any free block serves any sequence;
+* ``slack``: paged slots after the last token in each sequence's last block (``W``);
+* ``free``: the rest.
+
+Shares in the summary are time averages over *occupied* memory (everything but ``free``):
+``sum_t category(t) / sum_t (budget - free(t))``. That is what the paper's Figure 2 reports
+for a loaded server; an idle cache would otherwise dilute every share.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import sim_loop
+from .accounting import GiB, get_model, kv_capacity
+from .errors import check_choice, check_int, check_number
+from .contiguous import reservation_slots
+from .sim_contiguous import ContiguousMemory
+from .sim_paged import PagedMemory
+from .workloads import Trace
+
+POLICIES = ("max", "pow2", "oracle", "paged", "paged+sharing")
+"""Policy names :func:`simulate` accepts, in the order the paper's Figure 2 lists the systems."""
+
+CATEGORIES = ("token_states", "reservation", "internal_fragmentation", "external_fragmentation", "slack", "free")
+"""Memory categories of every result, in token slots; they sum to the budget at each step."""
+
+PAPER_TOKEN_STATE_SHARE = {"max": 0.204, "pow2": 0.268, "oracle": 0.382, "paged": 0.963}
+"""Share of KV memory holding token states in the paper's Figure 2 (Orca Max/Pow2/Oracle, vLLM)."""
+
+PAPER_SHARING_SAVING = {"parallel sampling": (0.061, 0.098), "beam search": (0.376, 0.552)}
+"""Block savings from sharing on Alpaca in the paper's Figure 15 (range over n or k = 2, 4, 6)."""
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """One simulated run. ``series[name][t]`` is the state after step ``t``; ``summary`` the headline numbers.
+
+    Series (int64, one entry per step): the :data:`CATEGORIES` (token slots); ``running``
+    (requests) and ``running_seqs`` (sequences) in the batch; ``waiting`` requests queued;
+    ``admitted``, ``completed`` and ``preempted`` requests at that step; ``logical_tokens``
+    (sum of ``T_i`` over running sequences); for paged policies ``used_blocks`` and
+    ``table_blocks`` (block-table entries summed over running sequences).
+    """
+
+    policy: str
+    trace_name: str
+    capacity_tokens: int
+    block_size: int | None
+    series: dict
+    summary: dict
+
+    @property
+    def num_steps(self) -> int:
+        """Steps from the first arrival to the step the last request completed, inclusive."""
+        return len(self.series["running"])
+
+    def shares(self) -> dict[str, float]:
+        """The summary's share of occupied memory per category (``free`` excluded), as fractions."""
+        return {c: self.summary[f"share_{c}"] for c in CATEGORIES if c != "free"}
+
+
+def kv_budget_blocks(model="OPT-13B", gpu_memory_gib: float = 40.0, block_size: int = 16, **kwargs) -> int:
+    """Blocks of ``block_size`` tokens the KV cache gets on a GPU of ``gpu_memory_gib`` GiB (via ``kv_capacity``)."""
+    gib = check_number("gpu_memory_gib", gpu_memory_gib, low=0.0, high=1e6, low_open=True)
+    return kv_capacity(model, int(gib * GiB), block_size=block_size, **kwargs).blocks
+
+
+def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory_gib: float = 40.0,
+             num_blocks: int | None = None, block_size: int = 16, max_batch: int = 256,
+             watermark: float = 0.01, step_seconds: float = 0.05, seed: int = 0,
+             progress: bool = True) -> SimResult:
+    """Serve ``trace`` with ``policy``; return per-step series and a summary.
+
+    The KV budget is ``num_blocks`` blocks of ``block_size`` tokens if given, otherwise what
+    ``kv_capacity`` leaves on a GPU of ``gpu_memory_gib`` GiB next to ``model``'s weights. Every
+    policy gets the same ``num_blocks * block_size`` token slots. ``model`` also sets the
+    context length (tokens) that ``"max"`` reserves and that no request may exceed.
+    ``max_batch`` caps running sequences; paged admission keeps ``watermark`` of the blocks
+    free (vLLM's default 1%) so a just-admitted request is not preempted at once.
+    ``step_seconds`` turns arrival times into steps; ``seed`` drives beam search's choices.
+    A tqdm progress bar appears when ``progress`` and the run lasts over a second.
+    """
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace must be a pagedkv_lib.workloads.Trace, got {type(trace).__name__}")
+    policy = check_choice("policy", policy, POLICIES)
+    spec = get_model(model)
+    S = check_int("block_size", block_size, minimum=1)
+    if num_blocks is None:
+        N = kv_budget_blocks(spec, gpu_memory_gib, S)
+        if N < 1:
+            raise ValueError(f"a GPU of {gpu_memory_gib} GiB leaves no room for a single block of {S} tokens "
+                             f"of {spec.name}")
+    else:
+        N = check_int("num_blocks", num_blocks, minimum=1)
+    max_batch = check_int("max_batch", max_batch, minimum=1)
+    frac = check_number("watermark", watermark, low=0.0, high=1.0, high_open=True)
+    step_s = check_number("step_seconds", step_seconds, low=0.0, high=math.inf, low_open=True, high_open=True)
+    seed = check_int("seed", seed, minimum=0)
+    context = spec.max_context or int(trace.final_len.max())
+    _check_fits(trace, policy, context, N, S, int(frac * N), max_batch)
+
+    if policy in ("paged", "paged+sharing"):
+        memory = PagedMemory(trace, N, S, sharing=policy == "paged+sharing", watermark_blocks=int(frac * N),
+                             seed=seed)
+    else:
+        memory = ContiguousMemory(trace, N * S, policy=policy, context=context)
+    arrival_step = np.ceil(trace.arrival_s / step_s - 1e-9).astype(np.int64)
+    bar = _progress_bar(progress, len(trace), f"{policy} on {trace.name}")
+    try:
+        rec = sim_loop.run(memory, arrival_step, trace.seqs_per_request, max_batch, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    num_steps = max(rec.completed) + 1
+    series = rec.dense(num_steps, arrival_step)
+    series.update(memory.categories(series))
+    del series["token_jumps"]
+    summary = _summarize(trace, policy, series, N * S, S if policy.startswith("paged") else None, memory)
+    return SimResult(policy, trace.name, N * S, S if policy.startswith("paged") else None, series, summary)
+
+
+def compare_policies(trace: Trace, policies=POLICIES, **kwargs) -> list[dict]:
+    """Run :func:`simulate` once per policy; return one summary row per policy (a table for notebooks)."""
+    if isinstance(policies, str):
+        policies = [policies]
+    for p in policies:
+        check_choice("policies", p, POLICIES)
+    return [simulate(trace, p, **kwargs).summary for p in policies]
+
+
+def block_size_sweep(trace: Trace, block_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256), **kwargs) -> list[dict]:
+    """Run ``"paged+sharing"`` at each block size; rows with slack share, sharing saving, tables.
+
+    The budget stays the same in bytes (whole blocks of each size fit into it).
+    """
+    sizes = [check_int("block_sizes", s, minimum=1) for s in block_sizes]
+    return [simulate(trace, "paged+sharing", block_size=s, **kwargs).summary for s in sizes]
+
+
+def format_table(rows: list[dict], columns=None) -> str:
+    """A plain-text table of ``rows`` (dicts); fractions named ``share_*``/``*saving`` print as percents."""
+    if not rows:
+        return ""
+    columns = list(columns or rows[0].keys())
+
+    def cell(name, value):
+        if value is None:
+            return "-"
+        if isinstance(value, float) and (name.startswith("share_") or name.endswith("saving")):
+            return f"{100 * value:.1f}%"
+        if isinstance(value, float):
+            return f"{value:.2f}"
+        return str(value)
+
+    body = [[cell(c, r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(b, widths)) for b in body]
+    return "\n".join(lines)
+
+
+def _check_fits(trace: Trace, policy: str, context: int, N: int, S: int, watermark_blocks: int,
+                max_batch: int) -> None:
+    """Every request must fit its context and, alone, the empty cache: otherwise it could never run."""
+    final = trace.final_len
+    worst = int(final.max())
+    if worst > context:
+        r = int(np.argmax(final.max(axis=1)))
+        raise ValueError(f"request {r} of trace {trace.name!r} needs {worst} tokens, more than the model's "
+                         f"context of {context} tokens")
+    k = trace.seqs_per_request
+    if k > max_batch:
+        raise ValueError(f"max_batch={max_batch} is smaller than the {k} sequences each request runs")
+    if policy.startswith("paged"):
+        need = int(((final + S - 1) // S).sum(axis=1).max()) * (trace.beam_width if k > 1 else 1)
+        room = N - watermark_blocks
+        unit = "blocks"
+    else:
+        per_request = [sum(reservation_slots(policy, int(f), context) for f in row) for row in final]
+        need, room, unit = max(per_request) * (trace.beam_width if k > 1 else 1), N * S, "token slots"
+    if need > room:
+        raise ValueError(f"the KV budget is too small: a request of trace {trace.name!r} needs {need} {unit} "
+                         f"under policy {policy!r}, but only {room} are available")
+
+
+def _summarize(trace, policy, series, capacity, S, memory) -> dict:
+    occupied = float(np.sum(capacity - series["free"]))
+    running = series["running"]
+    busy = running > 0
+    out = {"policy": policy, "trace": trace.name, "requests": len(trace), "steps": len(running),
+           "capacity_tokens": capacity, "block_size": S}
+    for c in CATEGORIES[:-1]:
+        out[f"share_{c}"] = float(series[c].sum()) / occupied if occupied else 0.0
+    out.update({
+        "mean_batch": float(running[busy].mean()) if busy.any() else 0.0,
+        "peak_batch": int(running.max()),
+        "peak_seqs": int(series["running_seqs"].max()),
+        "preemptions": int(series["preempted"].sum()),
+        "requests_per_step": len(trace) / len(running),
+    })
+    out.update(memory.summary(series))
+    return out
+
+
+def _progress_bar(progress: bool, total: int, desc: str):
+    """A tqdm.auto bar that shows itself only once a run has lasted a second (``delay``)."""
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc, unit="req", delay=1.0, leave=False)

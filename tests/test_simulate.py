@@ -1,0 +1,223 @@
+"""The serving simulator: the paper's memory results, its invariants, and its errors.
+
+Paper figures (Kwon et al., SOSP 2023): token-state share of KV memory 20.4% (Orca-Max),
+26.8% (Pow2), 38.2% (Oracle), 96.3% (vLLM), Figure 2; block savings from sharing on Alpaca
+6.1-9.8% (parallel sampling, n = 2..6) and 37.6-55.2% (beam search, k = 2..6), Figure 15.
+Tolerances are stated next to each check; ``benchmarks/RESULTS.md`` explains the gaps.
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagedkv_lib.accounting import GiB, kv_capacity
+from pagedkv_lib.simulate import (CATEGORIES, PAPER_SHARING_SAVING, POLICIES, block_size_sweep, compare_policies,
+                                  format_table, simulate)
+from pagedkv_lib.workloads import (alpaca_like, beam_search, make_trace, parallel_sampling, poisson_arrivals,
+                                   shared_prefix, sharegpt_like)
+
+
+@pytest.fixture(scope="module")
+def sharegpt_rows():
+    """OPT-13B on a 40 GiB A100, the paper's setting, serving 1,000 ShareGPT-like requests."""
+    rows = compare_policies(sharegpt_like(1000, seed=0), progress=False)
+    return {row["policy"]: row for row in rows}
+
+
+def test_token_state_share_is_ordered_max_pow2_oracle_paged(sharegpt_rows):
+    share = {p: sharegpt_rows[p]["share_token_states"] for p in POLICIES}
+    assert share["max"] < share["pow2"] < share["oracle"] < share["paged"]
+
+
+def test_paged_keeps_at_least_95_percent_token_states_and_max_15_to_30(sharegpt_rows):
+    assert sharegpt_rows["paged"]["share_token_states"] >= 0.95  # paper: 96.3%
+    assert 0.15 <= sharegpt_rows["max"]["share_token_states"] <= 0.30  # paper: 20.4%
+
+
+def test_each_policy_wastes_memory_only_in_its_own_categories(sharegpt_rows):
+    for p in ("max", "pow2", "oracle"):
+        assert sharegpt_rows[p]["share_slack"] == 0 and sharegpt_rows[p]["preemptions"] == 0
+        assert sharegpt_rows[p]["share_reservation"] > 0
+    assert sharegpt_rows["oracle"]["share_internal_fragmentation"] == 0
+    assert sharegpt_rows["max"]["share_internal_fragmentation"] > sharegpt_rows["pow2"]["share_internal_fragmentation"]
+    for p in ("paged", "paged+sharing"):
+        row = sharegpt_rows[p]
+        assert row["share_reservation"] == row["share_internal_fragmentation"] == row["share_external_fragmentation"] == 0
+        assert row["share_token_states"] + row["share_slack"] == pytest.approx(1.0)
+
+
+def test_paged_runs_a_larger_batch_than_oracle(sharegpt_rows):
+    assert sharegpt_rows["paged"]["mean_batch"] > sharegpt_rows["oracle"]["mean_batch"]
+    assert sharegpt_rows["paged"]["peak_batch"] > sharegpt_rows["oracle"]["peak_batch"]
+    assert sharegpt_rows["paged"]["requests_per_step"] > sharegpt_rows["oracle"]["requests_per_step"]
+
+
+def _savings(traces):
+    return [simulate(t, "paged+sharing", progress=False).summary["sharing_saving"] for t in traces]
+
+
+def test_parallel_sampling_saves_blocks_within_2_5_points_of_the_papers_range():
+    base = alpaca_like(500, seed=0)
+    saving = _savings(parallel_sampling(base, n, seed=1) for n in (2, 4, 6))
+    low, high = PAPER_SHARING_SAVING["parallel sampling"]
+    assert saving == sorted(saving)  # more samples share the prompt more often
+    assert all(low - 0.025 <= s <= high + 0.025 for s in saving), saving
+
+
+def test_beam_search_saves_blocks_within_8_points_of_the_papers_range():
+    base = alpaca_like(300, seed=0)
+    saving = _savings(beam_search(base, k) for k in (2, 4, 6))
+    low, high = PAPER_SHARING_SAVING["beam search"]
+    assert saving == sorted(saving)
+    assert all(low - 0.08 <= s <= high + 0.08 for s in saving), saving
+
+
+def test_block_size_sweep_slack_grows_and_sharing_shrinks_with_S():
+    rows = block_size_sweep(parallel_sampling(alpaca_like(120, seed=2), 4), progress=False)
+    slack = [r["share_slack"] for r in rows]
+    saving = [r["sharing_saving"] for r in rows]
+    assert [r["block_size"] for r in rows] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert slack[0] == 0 and slack == sorted(slack) and slack[-1] > 0.5
+    assert saving == sorted(saving, reverse=True) and saving[0] > saving[-1]
+
+
+def test_without_sharing_nothing_is_shared_and_with_it_beams_share():
+    trace = beam_search(alpaca_like(60, seed=4), 4)
+    plain = simulate(trace, "paged", progress=False)
+    shared = simulate(trace, "paged+sharing", progress=False)
+    assert plain.summary["sharing_saving"] == 0
+    assert np.array_equal(plain.series["used_blocks"], plain.series["table_blocks"])
+    assert shared.summary["sharing_saving"] > 0.3 and shared.summary["cow_copies"] > 0
+
+
+def test_shared_prefixes_hit_the_prefix_cache():
+    trace = shared_prefix(alpaca_like(200, seed=5), 341, num_prefixes=2)
+    row = simulate(trace, "paged+sharing", progress=False).summary
+    assert row["prefix_hit_rate"] > 0.5 and row["sharing_saving"] > 0.3
+
+
+@st.composite
+def traces(draw):
+    R = draw(st.integers(1, 15))
+    prompt = draw(st.lists(st.integers(1, 60), min_size=R, max_size=R))
+    output = draw(st.lists(st.integers(1, 60), min_size=R, max_size=R))
+    gaps = draw(st.lists(st.sampled_from([0.0, 0.0, 0.1, 1.0, 5.0]), min_size=R, max_size=R))
+    trace = make_trace(prompt, output, arrival_s=np.cumsum(gaps), max_context=256)
+    if draw(st.booleans()):
+        trace = shared_prefix(trace, draw(st.integers(1, 30)), num_prefixes=draw(st.integers(1, 3)))
+    kind = draw(st.sampled_from(["plain", "samples", "beams"]))
+    if kind == "samples":
+        return parallel_sampling(trace, draw(st.integers(2, 4)), seed=draw(st.integers(0, 9)))
+    return beam_search(trace, draw(st.integers(2, 4))) if kind == "beams" else trace
+
+
+def _tiny(context=256):
+    from pagedkv_lib.accounting import ModelSpec
+    return ModelSpec("tiny", 1, 1, 8, max_context=context)
+
+
+@settings(max_examples=80, deadline=None)
+@given(trace=traces(), policy=st.sampled_from(POLICIES), S=st.sampled_from([1, 4, 16]), spare=st.integers(0, 60),
+       max_batch=st.sampled_from([4, 12, 256]))
+def test_every_run_conserves_requests_and_memory(trace, policy, S, spare, max_batch):
+    k = trace.seqs_per_request
+    if policy in ("paged", "paged+sharing"):
+        need = int(((trace.final_len + S - 1) // S).sum(axis=1).max()) * (trace.beam_width if k > 1 else 1)
+        blocks = need + spare
+    else:
+        S = 1
+        blocks = 256 * k + 4 * spare
+    res = simulate(trace, policy, model=_tiny(), num_blocks=blocks, block_size=S, max_batch=max(max_batch, k),
+                   watermark=0.0, progress=False)
+    s = res.series
+    assert all(len(v) == res.num_steps for v in s.values())
+    assert all(np.all(s[c] >= 0) for c in CATEGORIES)
+    assert res.capacity_tokens == blocks * S
+    assert np.all(sum(s[c] for c in CATEGORIES) == res.capacity_tokens)
+    assert s["completed"].sum() == len(trace)
+    assert s["admitted"].sum() - s["preempted"].sum() == len(trace)
+    assert np.all(s["waiting"] >= 0) and np.all(s["running_seqs"] <= max(max_batch, k))
+    assert s["running"][-1] >= 1 and s["completed"][-1] >= 1  # the last step is the last completion
+    assert np.all(s["token_states"] <= s["logical_tokens"])
+    if policy in ("paged", "paged+sharing"):
+        assert np.all(s["used_blocks"] <= s["table_blocks"])
+        assert np.all(s["slack"] < S * np.maximum(s["running_seqs"], 1))  # at most S-1 slots per sequence
+        if policy == "paged":
+            assert np.array_equal(s["token_states"], s["logical_tokens"])
+    else:
+        assert np.array_equal(s["token_states"], s["logical_tokens"]) and s["preempted"].sum() == 0
+        assert np.all(s["slack"] == 0)
+        if policy == "oracle":
+            assert np.all(s["internal_fragmentation"] == 0)
+
+
+def test_a_tight_pool_preempts_by_recompute_and_still_finishes():
+    trace = alpaca_like(200, seed=6)
+    need = int(((trace.final_len + 15) // 16).max())
+    res = simulate(trace, "paged", num_blocks=need + 20, watermark=0.0, progress=False)
+    assert res.summary["preemptions"] > 0
+    assert res.series["completed"].sum() == 200
+
+
+def test_sparse_arrivals_leave_the_server_mostly_idle():
+    trace = poisson_arrivals(alpaca_like(30, seed=7), 0.05, seed=1)  # one request every 20 s on average
+    res = simulate(trace, "paged", step_seconds=0.05, progress=False)
+    assert res.num_steps >= int(trace.arrival_s[-1] / 0.05)
+    assert res.summary["peak_batch"] <= 3 and res.summary["preemptions"] == 0
+    assert np.mean(res.series["running"] == 0) > 0.5
+
+
+def test_budget_comes_from_the_model_and_gpu_or_an_explicit_block_count():
+    trace = alpaca_like(20)
+    res = simulate(trace, "oracle", model="Llama-2-7B", gpu_memory_gib=24, block_size=16, progress=False)
+    cap = kv_capacity("Llama-2-7B", 24 * GiB, block_size=16)
+    assert res.capacity_tokens == cap.blocks * 16
+    assert simulate(trace, "paged", num_blocks=500, block_size=8, progress=False).capacity_tokens == 4000
+
+
+def test_runs_are_reproducible():
+    trace = beam_search(alpaca_like(40, seed=8), 3)
+    a = simulate(trace, "paged+sharing", num_blocks=150, progress=False)
+    b = simulate(trace, "paged+sharing", num_blocks=150, progress=False)
+    assert all(np.array_equal(a.series[k], b.series[k]) for k in a.series)
+
+
+def test_a_short_run_shows_no_progress_bar(capsys):
+    simulate(alpaca_like(20), "paged", progress=True)
+    assert capsys.readouterr().err == ""
+
+
+def test_format_table_prints_shares_as_percent():
+    text = format_table([{"policy": "paged", "share_token_states": 0.9632, "mean_batch": 3.0, "cow_copies": None}])
+    assert "96.3%" in text and "3.00" in text and "-" in text.splitlines()[-1]
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(policy="buddy"), ValueError, "policy must be one of 'max', 'pow2', 'oracle', 'paged', 'paged\\+sharing'; got 'buddy'"),
+    (dict(num_blocks=0), ValueError, "num_blocks must be an integer >= 1, got 0"),
+    (dict(num_blocks=-5), ValueError, "num_blocks must be an integer >= 1, got -5"),
+    (dict(block_size=0), ValueError, "block_size must be an integer >= 1, got 0"),
+    (dict(model="GPT-5"), ValueError, "model must be a ModelSpec or one of"),
+    (dict(gpu_memory_gib=20), ValueError, "no memory left for the KV cache"),
+    (dict(gpu_memory_gib=0), ValueError, "gpu_memory_gib must be a number in \\(0.0"),
+    (dict(num_blocks=3), ValueError, "the KV budget is too small: a request of trace 'tiny' needs"),
+    (dict(policy="max", num_blocks=100), ValueError, "needs 2048 token slots under policy 'max'"),
+    (dict(watermark=1.0), ValueError, "watermark must be a number in \\[0.0, 1.0\\), got 1.0"),
+    (dict(max_batch=0), ValueError, "max_batch must be an integer >= 1, got 0"),
+    (dict(step_seconds=0), ValueError, "step_seconds must be a number in \\(0.0, inf\\)"),
+])
+def test_bad_arguments_raise_naming_the_value(kwargs, error, match):
+    trace = make_trace([30, 40], [20, 10], name="tiny")
+    with pytest.raises(error, match=match):
+        simulate(trace, **{"progress": False, **kwargs})
+
+
+def test_a_trace_longer_than_the_context_is_refused():
+    trace = make_trace([1500, 10], [1000, 10])  # 2,500 tokens; OPT-13B's context is 2,048
+    with pytest.raises(ValueError, match="request 0 of trace 'trace' needs 2500 tokens, more than the model's "
+                                         "context of 2048 tokens"):
+        simulate(trace, progress=False)
+    with pytest.raises(TypeError, match="trace must be a pagedkv_lib.workloads.Trace, got list"):
+        simulate([1, 2], progress=False)
+    with pytest.raises(ValueError, match="policies must be one of"):
+        compare_policies(trace, ["paged", "lru"], progress=False)

@@ -154,6 +154,7 @@ def main() -> None:
     ap.add_argument("--pool-rounds", type=int, default=20_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest is kept")
+    ap.add_argument("--no-prefix-caching", action="store_true", help="run the trace with prefix caching off")
     args = ap.parse_args()
 
     print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, Python {platform.python_version()}, "
@@ -181,14 +182,15 @@ def main() -> None:
         return kept
 
     _, null = best(NullManager)
-    print(f"\ntrace: {args.requests} requests, block size 16, up to {args.max_running} running; "
+    print(f"\ntrace: {args.requests} requests, block size 16, up to {args.max_running} running, prefix "
+          f"caching {'off' if args.no_prefix_caching else 'on'}; "
           f"driver alone (null manager) {null['seconds']:.2f} s for {null['calls']:,} calls "
           f"({null['appends']:,} appends)")
     print("| pool (blocks) | wall s | allocator s | block ops | M block ops/s | us/block op "
           "| us/allocator call | prefix hit rate | evictions | preemptions |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for num_blocks in args.pools:
-        bm, run = best(lambda: BlockManager(num_blocks, 16))
+        bm, run = best(lambda: BlockManager(num_blocks, 16, enable_prefix_caching=not args.no_prefix_caching))
         s = bm.stats()
         inside = run["seconds"] - null["seconds"]
         ops = s.blocks_allocated + s.blocks_freed

@@ -154,12 +154,7 @@ class BlockManager:
         _check_salt(salt)
         S, T, pool = self.block_size, len(tokens), self._pool
         hashes, keys = self._chain(None, tokens, 0, T // S, salt) if self.enable_prefix_caching else ([], [])
-        hits: list[int] = []
-        for i in range(min(len(hashes), (T - 1) // S)):  # walk the chain; stop at the first miss
-            b = pool.lookup(hashes[i], keys[i])
-            if b is None:
-                break
-            hits.append(b)
+        hits = pool.longest_cached_prefix(hashes, keys, (T - 1) // S)  # the last token is computed
         revived = sum(1 for b in hits if pool.ref_cnt[b] == 0)  # hits on cached *free* blocks
         need = -(-T // S) - len(hits)
         if need > pool.num_free - revived:
@@ -168,8 +163,7 @@ class BlockManager:
                 f"prompt ({len(hits)} blocks from the prefix cache), but only {pool.num_free - revived} "
                 f"of {self.num_blocks} blocks are free")
         # Nothing below can fail.
-        for b in hits:
-            pool.hit(b)
+        pool.hit(hits)
         table = hits + pool.take(need)
         k = len(hits)
         pool.register(hashes[k:], keys[k:], table[k:len(hashes)])

@@ -89,19 +89,28 @@ class BlockPool:
         self.evictions += 1
         return b
 
-    def lookup(self, block_hash: int, key: tuple) -> int | None:
-        """The cached block holding ``key``'s tokens, or ``None`` (a miss or a mere hash collision)."""
-        b = self.cached.get(block_hash)
-        if b is None or self.block_key[b] != key:
-            return None
-        return b
+    def longest_cached_prefix(self, hashes: list[int], keys: list[tuple], limit: int) -> list[int]:
+        """Cached blocks for the first blocks of a hash chain, up to the first miss (at most ``limit``).
 
-    def hit(self, b: int) -> None:
-        """A request maps cached block ``b``: take it out of the free queue if needed, bump its ref."""
-        if self.ref_cnt[b] == 0:
-            del self._lru[b]
-            self.allocated += 1
-        self.ref_cnt[b] += 1
+        A block counts only if its stored key equals the asked key, so a mere hash collision is a miss.
+        """
+        cached, block_key = self.cached, self.block_key
+        hits = []
+        for h, key in zip(hashes[:limit], keys):
+            b = cached.get(h)
+            if b is None or block_key[b] != key:
+                break
+            hits.append(b)
+        return hits
+
+    def hit(self, blocks: list[int]) -> None:
+        """A request maps cached ``blocks``: take free ones out of the free queue, bump every ref count."""
+        ref, lru = self.ref_cnt, self._lru
+        for b in blocks:
+            if ref[b] == 0:
+                del lru[b]
+                self.allocated += 1
+            ref[b] += 1
 
     def register(self, hashes: list[int], keys: list[tuple], blocks: list[int]) -> None:
         """Cache each full block ``blocks[i]`` under ``hashes[i]`` unless that hash already names a block.

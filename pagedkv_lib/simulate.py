@@ -2,8 +2,9 @@
 
 :func:`simulate` runs one memory policy over a :class:`~pagedkv_lib.workloads.Trace` and returns
 a :class:`SimResult` with per-step series (numpy arrays) and a summary dict;
-:func:`compare_policies` runs several and returns table rows; :func:`block_size_sweep` varies
-the paged block size. The loop itself is :mod:`pagedkv_lib.sim_loop`.
+:func:`run_policies` runs several, :func:`compare_policies` returns their summaries as table
+rows and :func:`block_size_sweep` varies the paged block size; :func:`format_table` prints rows.
+The loop itself is :mod:`pagedkv_lib.sim_loop`; figures are in :mod:`pagedkv_lib.sim_plot`.
 
 Policies (the PagedAttention paper's Figure 2 systems, and vLLM):
 
@@ -144,13 +145,17 @@ def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory
     return SimResult(policy, trace.name, N * S, S if policy.startswith("paged") else None, series, summary)
 
 
-def compare_policies(trace: Trace, policies=POLICIES, **kwargs) -> list[dict]:
-    """Run :func:`simulate` once per policy; return one summary row per policy (a table for notebooks)."""
+def run_policies(trace: Trace, policies=POLICIES, **kwargs) -> list[SimResult]:
+    """Run :func:`simulate` once per policy (same budget and options); return the results in order."""
     if isinstance(policies, str):
         policies = [policies]
-    for p in policies:
-        check_choice("policies", p, POLICIES)
-    return [simulate(trace, p, **kwargs).summary for p in policies]
+    policies = [check_choice("policies", p, POLICIES) for p in policies]
+    return [simulate(trace, p, **kwargs) for p in policies]
+
+
+def compare_policies(trace: Trace, policies=POLICIES, **kwargs) -> list[dict]:
+    """One summary row per policy (list of dicts, a table a notebook can print with :func:`format_table`)."""
+    return [r.summary for r in run_policies(trace, policies, **kwargs)]
 
 
 def block_size_sweep(trace: Trace, block_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256), **kwargs) -> list[dict]:
@@ -162,24 +167,30 @@ def block_size_sweep(trace: Trace, block_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256
     return [simulate(trace, "paged+sharing", block_size=s, **kwargs).summary for s in sizes]
 
 
-def format_table(rows: list[dict], columns=None) -> str:
-    """A plain-text table of ``rows`` (dicts); fractions named ``share_*``/``*saving`` print as percents."""
+def format_table(rows: list[dict], columns=None, headers: dict | None = None) -> str:
+    """A plain-text table of ``rows`` (dicts) with the given ``columns`` (default: all keys of the first).
+
+    Fractions whose column name contains ``share`` or ends in ``saving`` print as percents;
+    ``headers`` maps a column to a shorter heading; a missing value prints as ``-``.
+    """
     if not rows:
         return ""
     columns = list(columns or rows[0].keys())
+    headers = headers or {}
 
     def cell(name, value):
         if value is None:
             return "-"
-        if isinstance(value, float) and (name.startswith("share_") or name.endswith("saving")):
+        if isinstance(value, float) and ("share" in name or name.endswith("saving")):
             return f"{100 * value:.1f}%"
         if isinstance(value, float):
             return f"{value:.2f}"
         return str(value)
 
     body = [[cell(c, r.get(c)) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths)),
+    titles = [headers.get(c, c) for c in columns]
+    widths = [max(len(t), *(len(b[i]) for b in body)) for i, t in enumerate(titles)]
+    lines = ["  ".join(t.rjust(w) for t, w in zip(titles, widths)),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.rjust(w) for v, w in zip(b, widths)) for b in body]
     return "\n".join(lines)

@@ -1,0 +1,112 @@
+"""Command line: ``python -m pagedkv_lib simulate [options]``.
+
+With no options it serves a built-in trace (1,000 ShareGPT-like requests, all arriving at
+once) with OPT-13B on a 40 GiB GPU, the PagedAttention paper's setting, under every policy,
+and prints where the KV memory went. ``--help`` lists the options; ``--png`` also writes a
+figure. Bad input exits with status 2 and a one-line message.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .accounting import MODELS
+from .simulate import POLICIES, PAPER_TOKEN_STATE_SHARE, format_table, run_policies
+
+COLUMNS = {"policy": "policy", "share_token_states": "tokens", "paper_share_token_states": "(paper)",
+           "share_reservation": "reserved", "share_internal_fragmentation": "internal", "share_external_fragmentation":
+           "external", "share_slack": "slack", "sharing_saving": "shared", "mean_batch": "batch",
+           "peak_batch": "peak", "preemptions": "preempted", "steps": "steps"}
+"""Columns of the printed table and their headings. ``(paper)`` is the token-state share the paper's
+Figure 2 reports for the matching system (ShareGPT on OPT-13B), shown whatever the trace."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pagedkv_lib", description="pagedkv course tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("simulate", help="serve a request trace under KV-cache policies and compare memory use",
+                         description="Serve a request trace with continuous batching under a KV-cache budget.")
+    src = sim.add_argument_group("trace (default: a built-in ShareGPT-like trace)")
+    src.add_argument("--trace", metavar="PATH", help="your own trace, .jsonl or .csv (see pagedkv_lib.trace_files)")
+    src.add_argument("--dataset", choices=("sharegpt", "alpaca"), default="sharegpt",
+                     help="built-in synthetic trace when no --trace is given (default: sharegpt)")
+    src.add_argument("--requests", type=int, default=1000, help="requests in the built-in trace (default: 1000)")
+    src.add_argument("--seed", type=int, default=0, help="seed of the built-in trace and of beam choices")
+    src.add_argument("--samples", type=int, default=1, metavar="N", help="parallel sampling: N outputs per prompt")
+    src.add_argument("--beam", type=int, default=1, metavar="K", help="beam search of width K")
+    src.add_argument("--prefix-len", type=int, default=0, metavar="TOKENS",
+                     help="prepend a shared prefix of this many tokens (the paper used 80 and 341)")
+    src.add_argument("--prefixes", type=int, default=1, help="number of distinct shared prefixes (default: 1)")
+    src.add_argument("--rate", type=float, default=None, metavar="REQ_PER_S",
+                     help="Poisson arrivals at this rate (default: the trace's own times)")
+    mem = sim.add_argument_group("server")
+    mem.add_argument("--model", default="OPT-13B", help=f"model preset: {', '.join(MODELS)} (default: OPT-13B)")
+    mem.add_argument("--gpu-gib", type=float, default=40.0, help="GPU memory in GiB (default: 40)")
+    mem.add_argument("--num-blocks", type=int, default=None, help="KV budget as a block count (overrides --gpu-gib)")
+    mem.add_argument("--block-size", type=int, default=16, help="tokens per block S (default: 16)")
+    mem.add_argument("--policy", default="all", choices=("all",) + POLICIES, help="memory policy (default: all)")
+    mem.add_argument("--max-batch", type=int, default=256, help="most sequences running at once (default: 256)")
+    mem.add_argument("--step-seconds", type=float, default=0.05, help="seconds per decode step (default: 0.05)")
+    out = sim.add_argument_group("output")
+    out.add_argument("--png", metavar="PATH", help="also write a figure (memory shares and batch size) here")
+    out.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    return parser
+
+
+def make_trace(args):
+    """The trace the options describe: a file or a built-in dataset, then the sharing and arrival options."""
+    from . import workloads
+    from .trace_files import load_trace
+    if args.trace:
+        trace = load_trace(args.trace)
+    else:
+        make = workloads.sharegpt_like if args.dataset == "sharegpt" else workloads.alpaca_like
+        trace = make(args.requests, seed=args.seed)
+    if args.prefix_len:
+        trace = workloads.shared_prefix(trace, args.prefix_len, num_prefixes=args.prefixes, seed=args.seed)
+    if args.samples != 1:
+        trace = workloads.parallel_sampling(trace, args.samples, seed=args.seed)
+    if args.beam != 1:
+        trace = workloads.beam_search(trace, args.beam)
+    if args.rate is not None:
+        trace = workloads.poisson_arrivals(trace, args.rate, seed=args.seed)
+    return trace
+
+
+def simulate_command(args) -> int:
+    trace = make_trace(args)
+    policies = POLICIES if args.policy == "all" else [args.policy]
+    results = run_policies(trace, policies, model=args.model, gpu_memory_gib=args.gpu_gib,
+                           num_blocks=args.num_blocks, block_size=args.block_size, max_batch=args.max_batch,
+                           step_seconds=args.step_seconds, seed=args.seed, progress=not args.no_progress)
+    d = trace.describe()
+    print(f"trace {d['name']}: {d['requests']} requests, mean prompt {d['mean_prompt_tokens']:.1f} tokens, "
+          f"mean output {d['mean_output_tokens']:.1f} tokens")
+    print(f"model {args.model}, KV budget {results[0].capacity_tokens:,} token slots "
+          f"({results[0].capacity_tokens // args.block_size:,} blocks of {args.block_size})")
+    print("share of occupied KV memory, averaged over steps: token states, reserved for future tokens, internal and\n"
+          "external fragmentation, paged tail slack; blocks saved by sharing; mean and peak running requests")
+    rows = [dict(r.summary, paper_share_token_states=PAPER_TOKEN_STATE_SHARE.get(r.policy)) for r in results]
+    print(format_table(rows, list(COLUMNS), COLUMNS))
+    if args.png:
+        import matplotlib
+        matplotlib.use("Agg")
+        from .sim_plot import plot_results
+        fig = plot_results(results, title=f"{d['name']} on {args.model}")
+        fig.savefig(args.png, dpi=120)
+        print(f"wrote {args.png}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return simulate_command(args)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,8 +21,10 @@ never need removal from the middle, so a plain list used as a stack is enough fo
 Hashes. A full block's hash is ``hash(key)`` with ``key = (parent_hash, token_ids, salt)``:
 ``parent_hash`` is the previous block's hash (``None`` for the first block), so the hash of
 block ``i`` depends on every token before it. ``cached`` maps hash -> block id, and
-``block_key[b]`` keeps the key itself so that a lookup can compare keys and never serves a
-block whose hash merely collides.
+``block_key[b]`` keeps the key itself: a lookup compares keys, so a block whose own hash merely
+collides with the asked one is a miss. A wrong hit would need two different prefixes whose
+chained 64-bit hashes collide. Python's built-in ``hash`` is fast but not collision-resistant
+against an adversary; vLLM offers SHA-256 block hashes where tenants do not trust each other.
 """
 from __future__ import annotations
 

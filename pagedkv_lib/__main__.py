@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--requests", type=int, default=1000, help="requests in the built-in trace (default: 1000)")
     src.add_argument("--seed", type=int, default=0, help="seed of the built-in trace and of beam choices")
     src.add_argument("--samples", type=int, default=1, metavar="N", help="parallel sampling: N outputs per prompt")
+    src.add_argument("--independent-lengths", action="store_true",
+                     help="with --samples: samples draw their own output lengths (default: all run the request's)")
     src.add_argument("--beam", type=int, default=1, metavar="K", help="beam search of width K")
     src.add_argument("--prefix-len", type=int, default=0, metavar="TOKENS",
                      help="prepend a shared prefix of this many tokens (the paper used 80 and 341)")
@@ -65,7 +67,8 @@ def make_trace(args):
     if args.prefix_len:
         trace = workloads.shared_prefix(trace, args.prefix_len, num_prefixes=args.prefixes, seed=args.seed)
     if args.samples != 1:
-        trace = workloads.parallel_sampling(trace, args.samples, seed=args.seed)
+        trace = workloads.parallel_sampling(trace, args.samples, independent_lengths=args.independent_lengths,
+                                            seed=args.seed)
     if args.beam != 1:
         trace = workloads.beam_search(trace, args.beam)
     if args.rate is not None:

@@ -177,22 +177,29 @@ def alpaca_like(num_requests: int = 1000, *, seed: int = 0, max_context: int = 2
     return synthetic(num_requests, **ALPACA, max_context=max_context, seed=seed, name="alpaca-like")
 
 
-def parallel_sampling(trace: Trace, n: int, *, seed: int = 0) -> Trace:
+def parallel_sampling(trace: Trace, n: int, *, independent_lengths: bool = False, seed: int = 0) -> Trace:
     """Each request asks for ``n`` samples of one prompt (the prompt's blocks are shareable).
 
-    Sample 0 keeps the request's output length; the other samples draw theirs from the trace's
-    own output lengths (a bootstrap, so the length distribution is kept), capped at the context.
+    By default every sample generates the request's output length, as in vLLM's throughput
+    benchmark (which ignores end-of-sequence tokens, so each sample runs to the dataset's
+    length) and so in the paper's sharing measurements. With ``independent_lengths`` sample 0
+    keeps the request's length and the others draw theirs from the trace's own output lengths
+    (a bootstrap), capped at the context: samples then finish at different steps, and a long
+    sample outliving its siblings keeps the prompt's blocks to itself.
     """
     _check_plain(trace, "parallel_sampling")
     n = check_int("n", n, minimum=1)
     check_int("seed", seed, minimum=0)
-    rng = np.random.default_rng(seed)
+    if not isinstance(independent_lengths, bool):
+        raise TypeError(f"independent_lengths must be True or False, got {independent_lengths!r}")
     base = trace.output_len[:, 0]
-    extra = rng.choice(base, size=(len(trace), n - 1), replace=True)
+    if not independent_lengths:
+        return replace(trace, output_len=np.repeat(base[:, None], n, axis=1), name=f"{trace.name} n={n}")
+    extra = np.random.default_rng(seed).choice(base, size=(len(trace), n - 1), replace=True)
     output = np.concatenate([base[:, None], extra], axis=1)
     if trace.max_context is not None:
         output = np.minimum(output, trace.max_context - trace.prompt_len[:, None])
-    return replace(trace, output_len=output, name=f"{trace.name} n={n}")
+    return replace(trace, output_len=output, name=f"{trace.name} n={n} independent")
 
 
 def beam_search(trace: Trace, width: int) -> Trace:

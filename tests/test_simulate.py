@@ -56,20 +56,26 @@ def _savings(traces):
     return [simulate(t, "paged+sharing", progress=False).summary["sharing_saving"] for t in traces]
 
 
-def test_parallel_sampling_saves_blocks_within_2_5_points_of_the_papers_range():
-    base = alpaca_like(500, seed=0)
-    saving = _savings(parallel_sampling(base, n, seed=1) for n in (2, 4, 6))
+def test_parallel_sampling_saves_blocks_within_3_points_of_the_papers_range():
+    base = alpaca_like(1000, seed=0)
+    saving = _savings(parallel_sampling(base, n) for n in (2, 4, 6))
     low, high = PAPER_SHARING_SAVING["parallel sampling"]
     assert saving == sorted(saving)  # more samples share the prompt more often
-    assert all(low - 0.025 <= s <= high + 0.025 for s in saving), saving
+    assert all(low - 0.03 <= s <= high + 0.03 for s in saving), saving
 
 
-def test_beam_search_saves_blocks_within_8_points_of_the_papers_range():
+def test_samples_of_independent_lengths_save_less():
+    base = alpaca_like(300, seed=0)
+    same, independent = _savings([parallel_sampling(base, 4), parallel_sampling(base, 4, independent_lengths=True)])
+    assert 0 < independent < same
+
+
+def test_beam_search_saves_blocks_within_10_points_of_the_papers_range():
     base = alpaca_like(300, seed=0)
     saving = _savings(beam_search(base, k) for k in (2, 4, 6))
     low, high = PAPER_SHARING_SAVING["beam search"]
-    assert saving == sorted(saving)
-    assert all(low - 0.08 <= s <= high + 0.08 for s in saving), saving
+    assert saving == sorted(saving)  # wider beams share more of their common history
+    assert all(low - 0.10 <= s <= high + 0.10 for s in saving), saving
 
 
 def test_block_size_sweep_slack_grows_and_sharing_shrinks_with_S():
@@ -107,7 +113,8 @@ def traces(draw):
         trace = shared_prefix(trace, draw(st.integers(1, 30)), num_prefixes=draw(st.integers(1, 3)))
     kind = draw(st.sampled_from(["plain", "samples", "beams"]))
     if kind == "samples":
-        return parallel_sampling(trace, draw(st.integers(2, 4)), seed=draw(st.integers(0, 9)))
+        return parallel_sampling(trace, draw(st.integers(2, 4)), independent_lengths=draw(st.booleans()),
+                                 seed=draw(st.integers(0, 9)))
     return beam_search(trace, draw(st.integers(2, 4))) if kind == "beams" else trace
 
 

@@ -146,7 +146,9 @@ def small_traces(draw):
         trace = shared_prefix(trace, draw(st.integers(1, 20)), num_prefixes=draw(st.integers(1, 2)),
                               seed=draw(st.integers(0, 9)))
     n = draw(st.sampled_from([1, 1, 2, 3]))
-    return parallel_sampling(trace, n, seed=draw(st.integers(0, 9))) if n > 1 else trace
+    if n == 1:
+        return trace
+    return parallel_sampling(trace, n, independent_lengths=draw(st.booleans()), seed=draw(st.integers(0, 9)))
 
 
 def _dense(rows, completed, preempted, admitted, num_steps):

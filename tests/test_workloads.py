@@ -43,13 +43,20 @@ def test_same_seed_same_trace_other_seed_other_trace():
     assert not np.array_equal(a.prompt_len, c.prompt_len)
 
 
-def test_parallel_sampling_keeps_the_prompt_and_the_first_sample():
+def test_parallel_samples_run_the_requests_length_by_default():
     base = alpaca_like(500, seed=3)
-    trace = parallel_sampling(base, 4, seed=1)
+    trace = parallel_sampling(base, 4)
     assert trace.output_len.shape == (500, 4) and trace.num_samples == 4 and trace.seqs_per_request == 4
     assert np.array_equal(trace.prompt_len, base.prompt_len)
+    assert np.all(trace.output_len == base.output_len)
+
+
+def test_independent_sample_lengths_come_from_the_traces_own_lengths():
+    base = alpaca_like(500, seed=3)
+    trace = parallel_sampling(base, 4, independent_lengths=True, seed=1)
     assert np.array_equal(trace.output_len[:, 0], base.output_len[:, 0])
     assert set(np.unique(trace.output_len[:, 1:])) <= set(np.unique(base.output_len))
+    assert np.mean(trace.output_len[:, 1] != trace.output_len[:, 0]) > 0.9
     assert trace.final_len.max() <= base.max_context
 
 

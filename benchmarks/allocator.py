@@ -7,18 +7,19 @@ token to every running request, frees the finished ones, and admits waiting requ
 blocks last (a request whose append runs out of blocks is freed and sent back to the queue,
 i.e. preempted and recomputed later).
 
-Two measurements per pool size, both in one process, one core:
+Measurements, all in one process on one core:
 
-* **trace**: wall time of the driver with the real :class:`BlockManager`, minus the same driver
-  run with a manager that does nothing (the same-run baseline: trace generation, the Python
-  loop, call overhead). What remains is time spent inside the allocator. Block operations =
-  blocks taken out of the free queue + blocks returned to it.
 * **pool only**: add a 256-token prompt and free it again, over and over, so that nearly all the
   time goes to block allocation and freeing (with prefix caching off, then on: hashing 16 blocks
-  per prompt is part of the cost).
-
-Also printed: the floor of any pure-Python pool, a ``list.pop()`` + ``list.append()`` pair per
-block, measured in the same run.
+  per prompt is part of the cost). Baseline: a ``list.pop()`` + ``list.append()`` pair, the floor
+  of any pure-Python free list.
+* **trace**, per pool size: wall time of the driver with the real :class:`BlockManager`, minus
+  the same driver run with a manager that does nothing (the same-run baseline: trace
+  generation, the Python loop, call overhead). What remains is time spent inside the allocator.
+  Block operations = blocks taken out of the free queue + blocks returned to it.
+* **by method**: one more trace at the first pool size, with each call timed, split into
+  ``add_request``, ``append_tokens`` and ``free`` (the timing wrapper's cost, measured around the
+  null manager, is subtracted).
 
 Each measurement is repeated (``--repeat``, default 3) and the fastest run kept, because the
 machine is shared. Usage: ``python benchmarks/allocator.py`` (about 30 s per pool size on a 2-core
@@ -64,6 +65,32 @@ class NullManager:
 
     def free(self, request_id):
         pass
+
+
+class Timed:
+    """Wraps a manager and adds up the seconds spent in each of its three methods, and the calls."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.seconds = {"add_request": 0.0, "append_tokens": 0.0, "free": 0.0}
+        self.calls = dict.fromkeys(self.seconds, 0)
+
+    def _timed(self, name, *args):
+        t0 = time.perf_counter()
+        try:
+            return getattr(self.inner, name)(*args)
+        finally:
+            self.seconds[name] += time.perf_counter() - t0
+            self.calls[name] += 1
+
+    def add_request(self, request_id, prompt_token_ids, *, salt=None):
+        return self._timed("add_request", request_id, prompt_token_ids)
+
+    def append_tokens(self, request_id, token_ids):
+        return self._timed("append_tokens", request_id, token_ids)
+
+    def free(self, request_id):
+        return self._timed("free", request_id)
 
 
 def drive(manager, num_requests: int, seed: int, max_running: int) -> dict:
@@ -197,6 +224,16 @@ def main() -> None:
         print(f"| {num_blocks:,} | {run['seconds']:.2f} | {inside:.2f} | {ops:,} | {ops / inside / 1e6:.2f} "
               f"| {inside / ops * 1e6:.3f} | {inside / run['calls'] * 1e6:.3f} | {s.prefix_hit_rate:.1%} "
               f"| {s.evictions:,} | {run['preemptions']:,} |")
+    # Where the time goes, at the first pool size: per-method time of the real manager minus the
+    # same wrapper around the null manager (the wrapper's own cost cancels).
+    real, timed_null = Timed(BlockManager(args.pools[0], 16, enable_prefix_caching=not args.no_prefix_caching)), \
+        Timed(NullManager())
+    drive(timed_null, args.requests, args.seed, args.max_running)
+    drive(real, args.requests, args.seed, args.max_running)
+    print(f"\nallocator time by method at {args.pools[0]:,} blocks (one run; wrapper cost subtracted):")
+    for name, seconds in real.seconds.items():
+        inside = seconds - timed_null.seconds[name] * real.calls[name] / max(timed_null.calls[name], 1)
+        print(f"  {name:13s} {real.calls[name]:>9,} calls  {inside:6.2f} s  {inside / real.calls[name] * 1e6:6.2f} us/call")
     print(f"# load average {os.getloadavg()[0]:.2f} at end")
 
 

@@ -197,6 +197,7 @@ class BlockManager:
         return self._append_slow(request_id, seq, new) if n else []
 
     def _append_slow(self, request_id: str, seq: _Seq, new: list[int]) -> list[tuple[int, int]]:
+        """Every other append: new blocks, copy-on-write, and hashing the blocks that became full."""
         S, pool, table, T, n = self.block_size, self._pool, seq.table, len(seq.tokens), len(new)
         filled_last = T % S  # tokens in a partly filled last block (0: the last block is full)
         cow = filled_last > 0 and pool.ref_cnt[table[-1]] > 1

@@ -47,22 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .block_pool import BlockPool
-from .errors import OutOfBlocksError, PagedKVError, check_int
-
-
-class UnknownRequestError(PagedKVError, KeyError):
-    """A request id the manager does not hold: never added, or already freed."""
-
-    def __str__(self) -> str:  # KeyError would wrap the message in quotes
-        return str(self.args[0])
-
-
-class DuplicateRequestError(PagedKVError, ValueError):
-    """A request id that is already live was added or forked into again."""
-
-
-class InvariantError(PagedKVError, AssertionError):
-    """:meth:`BlockManager.check_invariants` found a broken invariant (a bug, not bad input)."""
+from .errors import (DuplicateRequestError, InvariantError, OutOfBlocksError,  # noqa: F401 (re-exported)
+                     UnknownRequestError, check_int)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 
-from .allocator import DuplicateRequestError, InvariantError, UnknownRequestError
+from .errors import DuplicateRequestError, InvariantError, UnknownRequestError
 from .errors import OutOfBlocksError, check_choice, check_int
 
 POLICIES = ("max", "pow2", "oracle")

@@ -20,6 +20,21 @@ class OutOfBlocksError(PagedKVError):
     """A request needs more physical KV blocks than the pool can give, even after eviction."""
 
 
+class UnknownRequestError(PagedKVError, KeyError):
+    """A request id that is not live: never added, or already freed."""
+
+    def __str__(self) -> str:  # KeyError would wrap the message in quotes
+        return str(self.args[0])
+
+
+class DuplicateRequestError(PagedKVError, ValueError):
+    """A request id that is already live was added or forked into again."""
+
+
+class InvariantError(PagedKVError, AssertionError):
+    """A ``check_invariants()`` method found a broken invariant (a bug, not bad input)."""
+
+
 def check_int(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return ``value`` as an ``int`` if it is an integer in ``[minimum, maximum]``.
 

@@ -55,7 +55,8 @@ def main() -> None:
         floor = per_pair * pairs if policy.startswith("paged") else None
         rows.append({"policy": policy, "seconds": seconds, "steps": res.num_steps,
                      "token_by_token_floor_s": floor, "preemptions": res.summary["preemptions"],
-                     "share_token_states": res.summary["share_token_states"]})
+                     "share_token_states": res.summary["share_token_states"],
+                     "mean_batch": res.summary["mean_batch"], "peak_batch": res.summary["peak_batch"]})
     print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}; "
           f"{args.requests} ShareGPT-like requests, {tokens:,} generated tokens, OPT-13B on 40 GiB")
     print(f"baseline: a bare token-by-token loop costs {per_pair * 1e6:.2f} us per (step, sequence) pair")
@@ -70,11 +71,14 @@ def sharing_figures(seed: int) -> None:
     base = alpaca_like(1000, seed=seed)
     rows = []
     for kind, make in (("parallel sampling", lambda m: parallel_sampling(base, m)),
+                       ("parallel sampling", lambda m: parallel_sampling(base, m, independent_lengths=True,
+                                                                         seed=seed)),
                        ("beam search", lambda m: beam_search(base, m))):
         low, high = PAPER_SHARING_SAVING[kind]
         for m in (2, 4, 6):
-            res = simulate(make(m), "paged+sharing", seed=seed, progress=False).summary
-            rows.append({"sharing": f"{kind} {m}", "saving": res["sharing_saving"],
+            trace = make(m)
+            res = simulate(trace, "paged+sharing", seed=seed, progress=False).summary
+            rows.append({"sharing": trace.name, "saving": res["sharing_saving"],
                          "paper_range": f"{100 * low:.1f}-{100 * high:.1f}%", "mean_batch": res["mean_batch"],
                          "preemptions": res["preemptions"], "cow_copies": res["cow_copies"]})
     print("\nblocks saved by sharing, Alpaca-like, OPT-13B on 40 GiB, S = 16")

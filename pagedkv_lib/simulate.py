@@ -27,7 +27,26 @@ Memory categories, in token slots, summing to the budget at every step:
 
 Shares in the summary are time averages over *occupied* memory (everything but ``free``):
 ``sum_t category(t) / sum_t (budget - free(t))``. That is what the paper's Figure 2 reports
-for a loaded server; an idle cache would otherwise dilute every share.
+for a loaded server; an idle cache would otherwise dilute every share. Blocks saved by
+sharing are ``1 - sum_t used_blocks(t) / sum_t table_blocks(t)``: physical blocks against the
+block-table entries the same sequences hold, what they would need without sharing.
+
+How close this comes to the paper (figures in ``benchmarks/RESULTS.md``, OPT-13B on 40 GiB):
+
+* Token-state share on ShareGPT-like traces: max about 20% (paper 20.4%) and paged about 98%
+  (96.3%) agree, and the order max < pow2 < oracle < paged holds; pow2 (about 38% against
+  26.8%) and oracle (about 51% against 38.2%) keep more token states than the paper's Orca
+  baselines. Likely causes: our arena places exact-size runs first fit, where the paper names
+  a buddy allocator (power-of-two splitting) as its source of external fragmentation; our runs
+  are offline (every request queued at step 0, the arena always full) where the paper
+  averaged over serving experiments at set request rates; our lengths are synthetic.
+* Sharing on Alpaca-like traces: parallel sampling saves about 7-12% for n = 2..6 (paper
+  6.1-9.8%). Only full prompt blocks stay shared (the last, partly filled prompt block is
+  copied when the samples first write), and 19-token prompts hold at most one or two full
+  blocks of 16. Beam search saves about 39-64% for k = 2..6 (paper 37.6-55.2%): our beams
+  pick parents uniformly at random, a neutral model whose lineages merge within about ``k``
+  steps, so beams share nearly all their history; a real model's beams need not, and the
+  wider the beam the larger the gap.
 """
 from __future__ import annotations
 
@@ -38,8 +57,8 @@ import numpy as np
 
 from . import sim_loop
 from .accounting import GiB, get_model, kv_capacity
-from .errors import check_choice, check_int, check_number
 from .contiguous import reservation_slots
+from .errors import check_choice, check_int, check_number
 from .sim_contiguous import ContiguousMemory
 from .sim_paged import PagedMemory
 from .workloads import Trace
@@ -77,7 +96,7 @@ class SimResult:
 
     @property
     def num_steps(self) -> int:
-        """Steps from the first arrival to the step the last request completed, inclusive."""
+        """Steps from step 0 (time 0 s) to the step the last request completed, inclusive."""
         return len(self.series["running"])
 
     def shares(self) -> dict[str, float]:

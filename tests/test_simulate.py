@@ -228,3 +228,5 @@ def test_a_trace_longer_than_the_context_is_refused():
         simulate([1, 2], progress=False)
     with pytest.raises(ValueError, match="policies must be one of"):
         compare_policies(trace, ["paged", "lru"], progress=False)
+    with pytest.raises(ValueError, match="max_batch=2 is smaller than the 3 sequences each request runs"):
+        simulate(parallel_sampling(make_trace([5], [5]), 3), max_batch=2, progress=False)

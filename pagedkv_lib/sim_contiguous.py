@@ -109,7 +109,8 @@ class ContiguousMemory:
         external = series["external_fragmentation"]
         free = self.capacity - series["reserved"] - external
         return {"token_states": logical, "reservation": series["final_total"] - logical,
-                "internal_fragmentation": series["reserved"] - series["final_total"], "external_fragmentation": external,
+                "internal_fragmentation": series["reserved"] - series["final_total"],
+                "external_fragmentation": external,
                 "slack": np.zeros_like(logical), "free": free, "logical_tokens": logical}
 
     def summary(self, series: dict) -> dict:

@@ -33,8 +33,9 @@ def test_a_users_trace_file_with_sharing_options(tmp_path, capsys):
     path = tmp_path / "mine.jsonl"
     path.write_text("\n".join(json.dumps({"prompt_len": 20 + i, "output_len": 30, "prefix_id": "sys",
                                           "prefix_len": 16}) for i in range(40)))
-    code = main(["simulate", "--trace", str(path), "--samples", "3", "--independent-lengths", "--policy", "paged+sharing",
-                 "--model", "Llama-2-7B", "--gpu-gib", "24", "--block-size", "8", "--no-progress"])
+    code = main(["simulate", "--trace", str(path), "--samples", "3", "--independent-lengths",
+                 "--policy", "paged+sharing", "--model", "Llama-2-7B", "--gpu-gib", "24", "--block-size", "8",
+                 "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0
     assert "mine.jsonl n=3 independent: 40 requests" in out and "blocks of 8" in out

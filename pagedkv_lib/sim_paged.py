@@ -12,8 +12,10 @@ step a sequence writes the first token of a new block, handing it every token wr
 the last call up to and including that one; when a sequence finishes or is preempted it
 hands over the rest (which never needs a block). The manager thus holds exactly
 ``ceil(T / S)`` blocks per sequence at every step (``T`` the true token count after the step)
-and registers a full block in the prefix cache by the time anyone could look it up, as a
-token-by-token run would. Token ids are deterministic per position (:class:`TokenIds`). Within
+and has cached every block the sequence filled by the time anyone could look it up (only the
+sequence itself, prefilled again after a preemption, can match its output's ids), as a
+token-by-token run would. Token ids are deterministic per position
+(:class:`~pagedkv_lib.sim_token_ids.TokenIds`). Within
 a step, releases and block openings run in admission order (then sample index), the order a
 token-by-token run uses, so even the cache's eviction order matches
 (``tests/test_simulate_reference.py`` checks every series against such a run). Beams choose
@@ -24,8 +26,8 @@ Preemption by recompute: when a sequence cannot get a block, the youngest runnin
 unfinished sequence is prefilled again with its prompt and the tokens it had generated
 (with sharing on, the prefix cache may still hold some of those blocks).
 
-Measured invariant the simulator relies on: at the end of every step a block shared by more
-than one sequence is full (forks and prefix hits share full blocks; a shared partial block is
+Invariant the categories rely on (the reference test checks it against the manager's own
+unique-token count): at the end of every step a block shared by more than one sequence is full (forks and prefix hits share full blocks; a shared partial block is
 copied when the next token is written, which happens in the same step). So the tail slack is
 ``S * (block-table entries) - logical tokens`` and the stored token states are
 ``S * used_blocks - slack``.

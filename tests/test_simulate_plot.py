@@ -1,0 +1,27 @@
+"""Simulator figures: one bar per policy split into the memory categories, one batch line per policy."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+
+from pagedkv_lib.sim_plot import plot_batch_over_time, plot_memory_shares, plot_results  # noqa: E402
+from pagedkv_lib.simulate import CATEGORIES, run_policies  # noqa: E402
+from pagedkv_lib.workloads import alpaca_like  # noqa: E402
+
+
+def test_bars_add_up_to_100_percent_per_policy_and_lines_follow_the_batch():
+    import matplotlib.pyplot as plt
+    results = run_policies(alpaca_like(60, seed=1), ["max", "paged"], progress=False)
+    fig, (top, bottom) = plt.subplots(2, 1)
+    plot_memory_shares(results, top)
+    plot_batch_over_time(results, bottom)
+    assert [t.get_text() for t in top.get_yticklabels()] == ["max", "paged"]
+    widths = np.array([[bar.get_width() for bar in container] for container in top.containers])
+    assert widths.shape == (len(CATEGORIES) - 1, 2)
+    assert np.allclose(widths.sum(axis=0), 100)
+    lines = bottom.get_lines()
+    assert [line.get_label() for line in lines] == ["max", "paged"]
+    assert np.array_equal(lines[1].get_ydata(), results[1].series["running"])
+    plt.close(fig)
+    plt.close(plot_results(results, title="t"))

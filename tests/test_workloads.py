@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib.workloads import (ALPACA, SHAREGPT, Trace, alpaca_like, beam_search, make_trace,
+from pagedkv_lib.workloads import (ALPACA, PAPER_PREFIX_LENGTHS, SHAREGPT, Trace, alpaca_like, beam_search, make_trace,
                                    parallel_sampling, poisson_arrivals, shared_prefix, sharegpt_like, synthetic)
 
 
@@ -70,7 +70,7 @@ def test_beam_search_sets_the_width_and_excludes_parallel_sampling():
         beam_search(parallel_sampling(base, 2), 2)
 
 
-@pytest.mark.parametrize("prefix_len", [80, 341])
+@pytest.mark.parametrize("prefix_len", PAPER_PREFIX_LENGTHS)
 def test_shared_prefix_prepends_the_same_length_to_every_prompt(prefix_len):
     base = sharegpt_like(400, seed=4)
     trace = shared_prefix(base, prefix_len, num_prefixes=3, seed=2)

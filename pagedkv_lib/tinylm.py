@@ -251,7 +251,8 @@ def generate_paged(model: TinyLM, prompts, max_new_tokens: int, *, num_samples: 
     Prompts are admitted in order; each is prefilled on top of the blocks the prefix cache gives
     it, then forked ``num_samples - 1`` times (sample ``j`` draws noise stream ``j``, as in
     :func:`generate`). Then every sequence decodes one token per step, together. ``num_blocks``
-    defaults to what the sequences would need without any sharing.
+    defaults to what the sequences would need without any sharing; a pool too small for the run
+    raises :class:`~pagedkv_lib.errors.OutOfBlocksError` (there is no preemption here).
     """
     c = model.config
     prompts = [_check_generation(p, max_new_tokens, temperature, seed, c)[0] for p in prompts]

@@ -30,25 +30,44 @@ SOURCE, RELEASE, SUBMITTED = "solutions", "exercises", "submitted"
 
 def check_value(name: str, got: Any, expected: Any, *, rel_tol: float = 1e-9, abs_tol: float = 0.0,
                 hint: str = "", misconceptions: Iterable[tuple[Any, str]] = ()) -> None:
-    """Pass if ``got`` equals ``expected`` (numbers within tolerance); else fail with a learner-facing message.
+    """Pass if ``got`` equals ``expected``; else fail with a learner-facing message.
 
-    The message never shows ``expected``. It names what was checked and the learner's value, and, when
+    Integers must match exactly, and a float is refused where an int is expected; other numbers
+    match within ``rel_tol``/``abs_tol``. The message never shows ``expected``. It names what was checked and the learner's value, and, when
     ``got`` matches a known wrong answer in ``misconceptions`` (pairs of wrong value and explanation),
     it says which mistake that value points to; otherwise it gives ``hint``.
     """
     if got is None:
         raise AssertionError(f"{name} is still None: write your answer in the cell above and run it.")
+    if _is_int(expected) and isinstance(got, float):
+        raise AssertionError(f"{name} should be a whole number (an int), got {got!r} (a float): "
+                             "use // for integer division, or round where the question says how.")
     if _same(got, expected, rel_tol, abs_tol):
         return
-    for wrong, why in misconceptions:
-        if _same(got, wrong, rel_tol, abs_tol):
-            raise AssertionError(f"{name} = {got!r} is not right. {why}")
+    check_known_mistakes(name, got, misconceptions, rel_tol=rel_tol, abs_tol=abs_tol)
     raise AssertionError(f"{name} = {got!r} is not right. {hint}".rstrip())
+
+
+def check_known_mistakes(name: str, got: Any, misconceptions: Iterable[tuple[Any, str]], *,
+                         rel_tol: float = 1e-9, abs_tol: float = 0.0) -> None:
+    """Fail, naming the mistake, if ``got`` equals one of the known wrong answers; else pass.
+
+    Visible test cells use it to explain common mistakes while the exact check stays hidden.
+    """
+    for wrong, why in misconceptions:
+        if got is not None and _same(got, wrong, rel_tol, abs_tol):
+            raise AssertionError(f"{name} = {got!r} is not right. {why}")
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def _same(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
     if isinstance(b, bool) or isinstance(a, bool):
         return a is b
+    if _is_int(a) and _is_int(b):
+        return a == b  # exact: a float answer must not pass by rounding (10**18 + 1 is not 1e18)
     if isinstance(a, numbers.Real) and isinstance(b, numbers.Real):
         return math.isclose(float(a), float(b), rel_tol=rel_tol, abs_tol=abs_tol)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):

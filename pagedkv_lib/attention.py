@@ -146,13 +146,19 @@ def gather_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, block_table, num_tok
     table = index_tensor("block_table", block_table, 1)
     num_tokens = check_int("num_tokens", num_tokens, minimum=1)
     _check_tables(table[None], torch.tensor([num_tokens], device=table.device), k_cache)
-    S = k_cache.shape[1]
-    ids = table[: (num_tokens + S - 1) // S]
-    # index_select copies whole blocks (rows of S * H_kv * D values); k_cache[ids] does the same
-    # work through the generic indexing path, about twice as slowly on a CPU.
-    k = torch.index_select(k_cache, 0, ids).flatten(0, 1)[:num_tokens]
-    v = torch.index_select(v_cache, 0, ids).flatten(0, 1)[:num_tokens]
-    return k, v
+    ids = table[: -(-num_tokens // k_cache.shape[1])]
+    return _gather(k_cache, ids, num_tokens), _gather(v_cache, ids, num_tokens)
+
+
+def _gather(cache: torch.Tensor, ids: torch.Tensor, num_tokens: int, buf: torch.Tensor | None = None):
+    """``cache[ids]`` as ``[num_tokens, H_kv, D]``, copied into ``buf`` (>= len(ids) blocks) if given.
+
+    index_select copies whole blocks (rows of S * H_kv * D values); ``cache[ids]`` does the same
+    work through the generic indexing path, about twice as slowly on a CPU. Reusing a buffer
+    saves the page faults of a fresh allocation per request.
+    """
+    out = None if buf is None else buf[: ids.numel()]
+    return torch.index_select(cache, 0, ids, out=out).flatten(0, 1)[:num_tokens]
 
 
 # ---------------------------------------------------------------- dense reference
@@ -229,13 +235,19 @@ def paged_decode_gather(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     """Decode attention, readable version: gather each request's K/V through its table, then attend.
 
     ``q [B, H_q, D]`` holds one new token per request (its K/V already written), request ``b``
-    sees ``seq_lens[b]`` tokens; returns ``[B, H_q, D]``. Costs a full copy of each request's K/V.
+    sees ``seq_lens[b]`` tokens; returns ``[B, H_q, D]``. Costs a full copy of each request's K/V,
+    into buffers sized for the longest request and reused.
     """
     tables, lens = _check_decode(q, k_cache, v_cache, block_tables, seq_lens)
     scale = _scale(scale, q.shape[-1])
+    S = k_cache.shape[1]
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    longest = -(-int(lens.max()) // S) if len(lens) else 0
+    k_buf, v_buf = k_cache.new_empty(longest, *k_cache.shape[1:]), v_cache.new_empty(longest, *v_cache.shape[1:])
     for b, num_tokens in enumerate(lens.tolist()):
-        k, v = gather_kv(k_cache, v_cache, tables[b], num_tokens)       # [T_b, H_kv, D] each
+        ids = tables[b, : -(-num_tokens // S)]
+        k = _gather(k_cache, ids, num_tokens, k_buf)                    # [T_b, H_kv, D]: the logical K
+        v = _gather(v_cache, ids, num_tokens, v_buf)
         out[b] = _grouped_attention(q[b : b + 1], k, v, False, scale)[0]
     return out.to(q.dtype)
 

@@ -80,8 +80,7 @@ def _check_same_dtype(q, k_cache) -> None:
         raise TypeError(f"q is {q.dtype} but the cache is {k_cache.dtype}: use one dtype")
 
 
-def _check_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, k_cache: torch.Tensor,
-                  min_len: int = 1) -> None:
+def _check_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, k_cache: torch.Tensor) -> None:
     """Lengths fit their tables, and every block a length uses names a real physical block.
 
     Entries past a request's ``ceil(T / S)`` blocks are padding and are never read.
@@ -92,8 +91,8 @@ def _check_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, k_cache: t
                          f"shape {_shape(seq_lens)} [B]: batch sizes differ")
     if seq_lens.numel() == 0:
         return
-    if int(seq_lens.min()) < min_len:
-        raise ValueError(f"seq_lens must all be >= {min_len} token(s), got {seq_lens.tolist()}")
+    if int(seq_lens.min()) < 1:
+        raise ValueError(f"seq_lens must all be >= 1 token, got {seq_lens.tolist()}")
     capacity = block_tables.shape[1] * S
     if int(seq_lens.max()) > capacity:
         raise ValueError(f"seq_lens {seq_lens.tolist()} exceed the capacity of block_tables with shape "
@@ -180,8 +179,8 @@ def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
     _check_same_dtype(q, k)
     t_q, t_k = q.shape[0], k.shape[0]
     if t_k == 0 or (causal and t_q > t_k):
-        raise ValueError(f"q has shape {_shape(q)} and k has shape {_shape(k)}: causal attention needs "
-                         f"1 <= T_q <= T_k so that every query sees a key")
+        raise ValueError(f"q has shape {_shape(q)} and k has shape {_shape(k)}: attention needs T_k >= 1, "
+                         f"and causal attention T_q <= T_k, so that every query sees a key")
     kr = k.float().repeat_interleave(group, dim=1)                     # [T_k, H_q, D]
     vr = v.float().repeat_interleave(group, dim=1)
     scores = torch.einsum("qhd,khd->hqk", q.float(), kr) * _scale(scale, q.shape[-1])
@@ -197,8 +196,9 @@ def _grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     """:func:`dense_attention` without repeating K/V: fp32 ``[T_q, H_q, D]`` from checked inputs.
 
     Layout decides speed here. ``k.permute(1, 2, 0)`` is a strided *view* ``[H_kv, D, T_k]``
-    (batch stride ``D``, row stride ``H_kv * D``) that BLAS multiplies in place; making it
-    contiguous first, or repeating heads, copies the whole K and ran over 20x slower on a CPU.
+    (batch stride ``D``, row stride ``H_kv * D``) that BLAS multiplies in place. Making it
+    contiguous first adds a strided copy of the whole K and V, which cost more than the attention
+    itself on a 2-core CPU (``naive_gather`` vs ``paged_gather`` in ``benchmarks/attention.py``).
     """
     t_q, h_q, d = q.shape
     t_k, h_kv, _ = k.shape

@@ -86,7 +86,7 @@ def paged_gather(c):
     return A.paged_decode_gather(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"])
 
 
-def paged_online(c, step_blocks=128):
+def paged_online(c, step_blocks=64):
     return A.paged_decode_online(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
                                  step_blocks=step_blocks)
 
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--repeats", type=int, default=7, help="timed rounds per method (median reported)")
     parser.add_argument("--batch-4k", type=int, default=8, help="requests in the 4k case")
-    parser.add_argument("--step-blocks", type=int, default=128, help="paged_online's blocks per step")
+    parser.add_argument("--step-blocks", type=int, default=64, help="paged_online's blocks per step")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

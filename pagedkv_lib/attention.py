@@ -253,65 +253,45 @@ def paged_decode_gather(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
 
 
 def paged_decode_online(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables,
-                        seq_lens, *, scale: float | None = None, step_blocks: int = 128) -> torch.Tensor:
-    """Decode attention, memory-lean version: walk the blocks with an online softmax.
+                        seq_lens, *, scale: float | None = None, step_blocks: int = 64) -> torch.Tensor:
+    """Decode attention, memory-lean version: walk each request's blocks with an online softmax.
 
-    Same contract as :func:`paged_decode_gather`. Requests are walked together, longest first,
-    a few blocks at a time: each step copies about ``step_blocks`` blocks (shared out among the
-    requests still active) into two reused buffers and folds them into a running max ``m``,
-    running denominator ``l`` and running numerator ``acc``, rescaled by ``exp(m_old - m_new)``
-    when the max grows. Extra memory is ``max(step_blocks, B)`` blocks of K and of V, whatever
-    the context length; the default keeps a step's K and V (8 MiB each at 8 KV heads x 128 x fp32
-    x 16 tokens) inside a CPU's last-level cache, so the matmuls reread what the copy just wrote.
+    Same contract as :func:`paged_decode_gather`. A request's blocks are read ``step_blocks`` at a
+    time into two reused buffers; each step is folded into a running max ``m``, running
+    denominator ``l`` and running numerator ``acc`` (both rescaled by ``exp(m_old - m_new)`` when
+    the max grows), and the result is ``acc / l``. Extra memory is ``step_blocks`` blocks of K and
+    of V, whatever the context length. The default (4 MiB each at 8 KV heads x 128 x fp32 x 16
+    tokens) keeps a step inside a CPU's last-level cache, so the matmuls reread what the copy
+    just wrote instead of going back to DRAM.
     """
     tables, lens = _check_decode(q, k_cache, v_cache, block_tables, seq_lens)
-    budget = check_int("step_blocks", step_blocks, minimum=1)
+    step = check_int("step_blocks", step_blocks, minimum=1)
     batch, h_q, d = q.shape
     S, h_kv = k_cache.shape[1], k_cache.shape[2]
-    group, dev = h_q // h_kv, q.device
-    order = torch.argsort(lens, descending=True, stable=True)
-    lens, tables = lens[order], tables[order]
-    n_blocks = (lens + S - 1) // S
-    lens_list, n_blocks_list = lens.tolist(), n_blocks.tolist()       # non-increasing
-    # Head-major state [H_kv, B, G, ...]: each KV head's bmm writes one contiguous slab.
-    qh = (q[order].float() * _scale(scale, d)).view(batch, h_kv, group, d).transpose(0, 1).contiguous()
-    m = torch.full((h_kv, batch, group), float("-inf"), device=dev)
-    denom = torch.zeros(h_kv, batch, group, device=dev)
-    acc = torch.zeros(h_kv, batch, group, d, device=dev)
-    k_buf = k_cache.new_empty(max(budget, batch), S, h_kv, d)         # reused: no allocation per step
-    v_buf = torch.empty_like(k_buf)
-    j = 0                                                              # first block of this step
-    while batch and j < n_blocks_list[0]:
-        n = sum(1 for nb in n_blocks_list if nb > j)                   # active requests are a prefix
-        width = min(max(1, budget // n), n_blocks_list[0] - j)         # blocks per request this step
-        tokens = width * S
-        ids = tables[:n, j : j + width]
-        if n_blocks_list[n - 1] < j + width:                           # some table ends inside the step:
-            live = torch.arange(j, j + width, device=dev) < n_blocks[:n, None]
-            ids = torch.where(live, ids, 0)                            # read block 0, masked below
-        ids = ids.flatten()
-        k = torch.index_select(k_cache, 0, ids, out=k_buf[: n * width]).view(n, tokens, h_kv, d).float()
-        v = torch.index_select(v_cache, 0, ids, out=v_buf[: n * width]).view(n, tokens, h_kv, d).float()
-        scores = torch.empty(h_kv, n, group, tokens, device=dev)
-        for h in range(h_kv):                                          # K[:, :, h] is a strided view, no copy
-            torch.bmm(qh[h, :n], k[:, :, h].transpose(1, 2), out=scores[h])
-        if lens_list[n - 1] < (j + width) * S:
-            past_end = torch.arange(j * S, (j + width) * S, device=dev) >= lens[:n, None]
-            scores.masked_fill_(past_end[None, :, None, :], float("-inf"))
-        # Invariant: every active request has >= 1 real token in this step, so m_new is finite.
-        m_new = torch.maximum(m[:, :n], scores.amax(-1))
-        rescale = torch.exp(m[:, :n] - m_new)
-        probs = scores.sub_(m_new[..., None]).exp_()                   # [H_kv, n, G, tokens], in place
-        denom[:, :n].mul_(rescale).add_(probs.sum(-1))
-        pv = torch.empty(h_kv, n, group, d, device=dev)
-        for h in range(h_kv):
-            torch.bmm(probs[h], v[:, :, h], out=pv[h])
-        acc[:, :n].mul_(rescale[..., None]).add_(pv)
-        m[:, :n] = m_new
-        j += width
-    out = torch.empty(batch, h_q, d, dtype=q.dtype, device=dev)
-    out[order] = (acc / denom[..., None]).transpose(0, 1).reshape(batch, h_q, d).to(q.dtype)
-    return out
+    group = h_q // h_kv
+    scale = _scale(scale, d)
+    k_buf = k_cache.new_empty(step, *k_cache.shape[1:])                # reused by every step
+    v_buf = v_cache.new_empty(step, *v_cache.shape[1:])
+    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    for b, num_tokens in enumerate(lens.tolist()):
+        qg = (q[b].float() * scale).view(h_kv, group, d)
+        m = torch.full((h_kv, group, 1), float("-inf"), device=q.device)
+        denom = torch.zeros(h_kv, group, 1, device=q.device)
+        acc = torch.zeros(h_kv, group, d, device=q.device)
+        for first in range(0, num_tokens, step * S):                   # first token of this step
+            tokens = min(num_tokens - first, step * S)
+            ids = tables[b, first // S : first // S + -(-tokens // S)]
+            k = _gather(k_cache, ids, tokens, k_buf).float()           # [tokens, H_kv, D]
+            v = _gather(v_cache, ids, tokens, v_buf).float()
+            scores = torch.bmm(qg, k.permute(1, 2, 0))                 # [H_kv, G, tokens], K not copied
+            m_new = torch.maximum(m, scores.amax(-1, keepdim=True))    # finite: the step has >= 1 token
+            rescale = torch.exp(m - m_new)
+            probs = scores.sub_(m_new).exp_()
+            denom.mul_(rescale).add_(probs.sum(-1, keepdim=True))
+            acc.mul_(rescale).add_(torch.bmm(probs, v.transpose(0, 1)))
+            m = m_new
+        out[b] = (acc / denom).view(h_q, d)
+    return out.to(q.dtype)
 
 
 def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table,

@@ -103,6 +103,16 @@ def test_paged_decode_equals_dense_on_random_tables(lens, block_size, h_kv, grou
     torch.testing.assert_close(online, expected, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("step_blocks", [1, 5, 16, 32, 48, 1000])
+def test_online_walk_equals_dense_for_any_step_size(step_blocks):
+    """Steps that end inside, at the end of, and beyond a request's blocks."""
+    lens = [1, 15, 16, 17, 100, 255, 256, 257, 300, 511, 600, 31, 47]
+    k_cache, v_cache, tables, seq_lens, logical = make_paged(lens, S, 2, 16)
+    q = torch.randn(len(lens), 8, 16, generator=torch.Generator().manual_seed(8))
+    out = A.paged_decode_online(q, k_cache, v_cache, tables, seq_lens, step_blocks=step_blocks)
+    torch.testing.assert_close(out, dense_decode(q, logical), atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("decode", DECODE, ids=lambda f: f.__name__)
 def test_paged_decode_reads_only_the_blocks_a_length_uses(decode):
     """Table entries past ceil(T/S) are padding: garbage there changes nothing and raises nothing."""

@@ -53,7 +53,8 @@ def to_csr(block_tables, seq_lens, block_size: int):
     if n_blocks.numel() and int(n_blocks.max()) > tables.shape[1]:
         raise ValueError(f"seq_lens {lens.tolist()} exceed the capacity of block_tables with shape "
                          f"{tuple(tables.shape)}: {tables.shape[1]} blocks x {S} tokens = {capacity} tokens")
-    used = torch.arange(tables.shape[1], device=tables.device) < n_blocks[:, None]       # [B, max_blocks] row-major order
+    # [B, max_blocks] mask of the blocks each length uses; boolean indexing reads it row by row.
+    used = torch.arange(tables.shape[1], device=tables.device) < n_blocks[:, None]
     indptr = torch.zeros(lens.shape[0] + 1, dtype=torch.int64, device=lens.device)
     indptr[1:] = torch.cumsum(n_blocks, 0)
     last_page_len = lens - S * (n_blocks - 1)

@@ -113,6 +113,26 @@ def test_online_walk_equals_dense_for_any_step_size(step_blocks):
     torch.testing.assert_close(out, dense_decode(q, logical), atol=1e-5, rtol=1e-5)
 
 
+def test_online_walk_never_copies_more_than_step_blocks(monkeypatch):
+    """The memory-lean promise: no copy of a request's whole K/V, only step_blocks blocks at a time."""
+    k_cache, v_cache, tables, lens, logical = make_paged([200, 90], 8, 2, 16)    # 25 and 12 blocks
+    q = torch.randn(2, 4, 16, generator=torch.Generator().manual_seed(9))
+    expected = dense_decode(q, logical)
+    copied = []
+    real = torch.index_select
+
+    def spy(input, dim, index, **kwargs):
+        copied.append(index.numel())
+        return real(input, dim, index, **kwargs)
+
+    monkeypatch.setattr(torch, "index_select", spy)
+    out = A.paged_decode_online(q, k_cache, v_cache, tables, lens, step_blocks=4)
+    monkeypatch.undo()
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    assert copied and max(copied) <= 4
+    assert sum(copied) == 2 * (25 + 12)                                  # every used block, K and V, once
+
+
 @pytest.mark.parametrize("decode", DECODE, ids=lambda f: f.__name__)
 def test_paged_decode_reads_only_the_blocks_a_length_uses(decode):
     """Table entries past ceil(T/S) are padding: garbage there changes nothing and raises nothing."""

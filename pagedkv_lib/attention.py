@@ -215,8 +215,12 @@ def _grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
 
 # ---------------------------------------------------------------- paged attention
 
-def _check_decode(q, k_cache, v_cache, block_tables, seq_lens):
-    """Checked ``(block_tables, seq_lens)`` as int64 for a decode batch ``q [B, H_q, D]``."""
+def check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens):
+    """Checked ``(block_tables, seq_lens)`` as int64 for a decode batch ``q [B, H_q, D]``.
+
+    Public so that other decode implementations (the Triton kernel) reject bad input with the same
+    messages; raises ``TypeError``/``ValueError`` naming the shapes.
+    """
     _check_cache(k_cache, v_cache)
     _check_float("q", q, 3, "[B, H_q, D]")
     _check_heads(_shape(q), _shape(k_cache), "q", "k_cache")
@@ -238,7 +242,7 @@ def paged_decode_gather(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     sees ``seq_lens[b]`` tokens; returns ``[B, H_q, D]``. Costs a full copy of each request's K/V,
     into buffers sized for the longest request and reused.
     """
-    tables, lens = _check_decode(q, k_cache, v_cache, block_tables, seq_lens)
+    tables, lens = check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     scale = _scale(scale, q.shape[-1])
     S = k_cache.shape[1]
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
@@ -264,7 +268,7 @@ def paged_decode_online(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     tokens) keeps a step inside a CPU's last-level cache, so the matmuls reread what the copy
     just wrote instead of going back to DRAM.
     """
-    tables, lens = _check_decode(q, k_cache, v_cache, block_tables, seq_lens)
+    tables, lens = check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     step = check_int("step_blocks", step_blocks, minimum=1)
     batch, h_q, d = q.shape
     S, h_kv = k_cache.shape[1], k_cache.shape[2]

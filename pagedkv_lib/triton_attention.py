@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from .attention import _check_decode
+from .attention import check_decode_inputs
 from .errors import check_number
 
 try:
@@ -215,7 +215,7 @@ def _check_inputs(q, k_cache, v_cache, block_tables, seq_lens) -> None:
             raise TypeError(f"{name} must be a torch.Tensor on q's device, got {type(t).__name__}")
     # Shapes, dtypes, GQA, lengths in [1, capacity], used block ids in range. The tables are
     # small, so they are checked on the CPU even when the kernel will read them on the GPU.
-    _check_decode(q, k_cache, v_cache, block_tables.cpu(), seq_lens.cpu())
+    check_decode_inputs(q, k_cache, v_cache, block_tables.cpu(), seq_lens.cpu())
     devices = {t.device for t in (q, k_cache, v_cache, block_tables, seq_lens)}
     if len(devices) != 1:
         raise ValueError(f"q, k_cache, v_cache, block_tables and seq_lens must be on one device, "

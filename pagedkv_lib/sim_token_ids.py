@@ -17,16 +17,21 @@ class TokenIds:
     """Token ids by position: requests with the same prefix id share their prefix's ids; the rest are unique.
 
     Position ``pos`` of sequence ``j`` of request ``r`` gets ``prefix_base[g] + pos`` inside the
-    shared prefix ``g``, ``prompt_base[r] + pos`` in the rest of the prompt, and
-    ``seq_base[r, j] + pos`` in the output. The bases space the ranges so they never overlap;
-    :meth:`fresh` hands out ids after all of them (beam tokens).
+    shared prefix ``g`` (prefix ids renumbered 0, 1, ..., so large or sparse ids cost nothing),
+    ``prompt_base[r] + pos`` in the rest of the prompt, and ``seq_base[r, j] + pos`` in the output.
+    The bases space the ranges so they never overlap; :meth:`fresh` hands out ids after all of
+    them (beam tokens).
     """
 
     def __init__(self, trace: Trace):
-        p, plen, pid, o = trace.prompt_len, trace.prefix_len, trace.prefix_id, trace.output_len
-        num_prefixes = int(pid.max()) + 1 if np.any(pid >= 0) else 0
-        prefix_len = np.zeros(num_prefixes, dtype=np.int64)
-        prefix_len[pid[pid >= 0]] = plen[pid >= 0]
+        p, plen, o = trace.prompt_len, trace.prefix_len, trace.output_len
+        # Prefix ids are any integers >= 0 (sparse ones too): renumber them 0..m-1 in order.
+        has = trace.prefix_id >= 0
+        names, dense = np.unique(trace.prefix_id[has], return_inverse=True)
+        pid = np.full(len(p), -1, dtype=np.int64)
+        pid[has] = dense.ravel()
+        prefix_len = np.zeros(len(names), dtype=np.int64)
+        prefix_len[pid[has]] = plen[has]
         self.prefix_base = np.concatenate([[0], np.cumsum(prefix_len)])[:-1].tolist()
         cursor = int(prefix_len.sum())
         own = p - plen

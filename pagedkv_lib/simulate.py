@@ -72,6 +72,12 @@ CATEGORIES = ("token_states", "reservation", "internal_fragmentation", "external
 PAPER_TOKEN_STATE_SHARE = {"max": 0.204, "pow2": 0.268, "oracle": 0.382, "paged": 0.963}
 """Share of KV memory holding token states in the paper's Figure 2 (Orca Max/Pow2/Oracle, vLLM)."""
 
+DEFAULT_MAX_STEPS = 10_000_000
+"""Most steps :func:`simulate` runs by default: its per-step series then take up to about 1.2 GiB
+(some 14 int64 series, plus temporaries while they are built)."""
+
+_BYTES_PER_STEP = 120  # measured peak while building the series: about 112 bytes a step
+
 PAPER_SHARING_SAVING = {"parallel sampling": (0.061, 0.098), "beam search": (0.376, 0.552)}
 """Block savings from sharing on Alpaca in the paper's Figure 15 (range over n or k = 2, 4, 6)."""
 
@@ -96,7 +102,7 @@ class SimResult:
 
     @property
     def num_steps(self) -> int:
-        """Steps from step 0 (time 0 s) to the step the last request completed, inclusive."""
+        """Steps from step 0 (the first request's arrival) to the step the last request completed, inclusive."""
         return len(self.series["running"])
 
     def shares(self) -> dict[str, float]:
@@ -113,7 +119,7 @@ def kv_budget_blocks(model="OPT-13B", gpu_memory_gib: float = 40.0, block_size: 
 def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory_gib: float = 40.0,
              num_blocks: int | None = None, block_size: int = 16, max_batch: int = 256,
              watermark: float = 0.01, step_seconds: float = 0.05, seed: int = 0,
-             progress: bool = True) -> SimResult:
+             max_steps: int = DEFAULT_MAX_STEPS, progress: bool = True) -> SimResult:
     """Serve ``trace`` with ``policy``; return per-step series and a summary.
 
     The KV budget is ``num_blocks`` blocks of ``block_size`` tokens if given, otherwise what
@@ -122,7 +128,15 @@ def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory
     context length (tokens) that ``"max"`` reserves and that no request may exceed.
     ``max_batch`` caps running sequences; paged admission keeps ``watermark`` of the blocks
     free (vLLM's default 1%) so a just-admitted request is not preempted at once.
-    ``step_seconds`` turns arrival times into steps; ``seed`` drives beam search's choices.
+    ``step_seconds`` turns arrival times into steps, counted from the first arrival: step 0
+    starts at ``trace.arrival_s[0]`` (so unix-epoch timestamps work as well as times from 0 s),
+    and a request arriving at ``a`` seconds joins the queue at step ``ceil((a - arrival_s[0]) /
+    step_seconds)``. ``seed`` drives beam search's choices.
+
+    The series hold one entry per step, idle steps included (about 120 bytes a step), so a run
+    may last at most ``max_steps`` steps: a trace whose arrivals span more than that many steps
+    is refused before anything is simulated (raise ``step_seconds`` or split the trace), and a
+    run that outlasts it is refused before its series are built.
     A tqdm progress bar appears when ``progress`` and the run lasts over a second.
     """
     if not isinstance(trace, Trace):
@@ -141,15 +155,16 @@ def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory
     frac = check_number("watermark", watermark, low=0.0, high=1.0, high_open=True)
     step_s = check_number("step_seconds", step_seconds, low=0.0, high=math.inf, low_open=True, high_open=True)
     seed = check_int("seed", seed, minimum=0)
+    max_steps = check_int("max_steps", max_steps, minimum=1)
     context = spec.max_context or int(trace.final_len.max())
     _check_fits(trace, policy, context, N, S, int(frac * N), max_batch)
+    arrival_step = arrival_steps(trace.arrival_s, step_s, max_steps)
 
     if policy in ("paged", "paged+sharing"):
         memory = PagedMemory(trace, N, S, sharing=policy == "paged+sharing", watermark_blocks=int(frac * N),
                              seed=seed)
     else:
         memory = ContiguousMemory(trace, N * S, policy=policy, context=context)
-    arrival_step = np.ceil(trace.arrival_s / step_s - 1e-9).astype(np.int64)
     bar = _progress_bar(progress, len(trace), f"{policy} on {trace.name}")
     try:
         rec = sim_loop.run(memory, arrival_step, trace.seqs_per_request, max_batch, bar)
@@ -157,6 +172,10 @@ def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory
         if bar is not None:
             bar.close()
     num_steps = max(rec.completed) + 1
+    if num_steps > max_steps:
+        raise ValueError(f"the run of trace {trace.name!r} under policy {policy!r} lasted {num_steps:,} steps, more "
+                         f"than max_steps={max_steps:,} (its per-step series would take about "
+                         f"{_size_text(num_steps * _BYTES_PER_STEP)}); raise max_steps or serve fewer requests")
     series = rec.dense(num_steps, arrival_step)
     series.update(memory.categories(series))
     del series["token_jumps"]
@@ -164,11 +183,42 @@ def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory
     return SimResult(policy, trace.name, N * S, S if policy.startswith("paged") else None, series, summary)
 
 
+def arrival_steps(arrival_s, step_seconds: float, max_steps: int = DEFAULT_MAX_STEPS) -> np.ndarray:
+    """The step at which each arrival joins the queue, counting from the first arrival (step 0).
+
+    ``arrival_s`` are non-decreasing times in seconds (a trace's ``arrival_s``); a request
+    arriving at ``a`` gets step ``ceil((a - arrival_s[0]) / step_seconds)``. An arrival past a
+    step boundary by no more than float rounding (of the division, or of the times themselves:
+    unix times near 1.7e9 s resolve only about 2.4e-7 s), and at most a thousandth of a step,
+    counts as on it. Raises ``ValueError``, before allocating anything per step, when the last
+    arrival would come at step ``max_steps`` or later.
+    """
+    step_s = check_number("step_seconds", step_seconds, low=0.0, high=math.inf, low_open=True, high_open=True)
+    max_steps = check_int("max_steps", max_steps, minimum=1)
+    arrival = np.asarray(arrival_s, dtype=np.float64)
+    if arrival.ndim != 1 or len(arrival) == 0:
+        raise ValueError(f"arrival_s must be a non-empty 1-d array of times in seconds, got shape {arrival.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        slack = min(1e-9 + 4 * float(np.spacing(np.abs(arrival).max())) / step_s, 1e-3)
+        raw = (arrival - arrival[0]) / step_s
+        steps = np.ceil(raw - slack) if raw[-1] < max_steps + 1 else raw  # inf or huge: refused below
+    last = float(steps[-1])
+    if not last < max_steps:  # compared in float, before any cast to int64 could overflow
+        span = float(arrival[-1] - arrival[0])
+        raise ValueError(f"arrival_s spans {span:g} s from the first arrival, which is {_count_text(last)} steps of "
+                         f"step_seconds={step_s:g}; at most max_steps={max_steps:,} steps are allowed (each step "
+                         f"keeps one entry per series, about {_BYTES_PER_STEP} bytes); raise step_seconds or "
+                         f"max_steps, or split the trace")
+    return np.maximum(steps, 0).astype(np.int64)
+
+
 def run_policies(trace: Trace, policies=POLICIES, **kwargs) -> list[SimResult]:
     """Run :func:`simulate` once per policy (same budget and options); return the results in order."""
     if isinstance(policies, str):
         policies = [policies]
     policies = [check_choice("policies", p, POLICIES) for p in policies]
+    if not policies:
+        raise ValueError(f"policies must name at least one of {', '.join(map(repr, POLICIES))}; got none")
     return [simulate(trace, p, **kwargs) for p in policies]
 
 
@@ -183,6 +233,8 @@ def block_size_sweep(trace: Trace, block_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256
     The budget stays the same in bytes (whole blocks of each size fit into it).
     """
     sizes = [check_int("block_sizes", s, minimum=1) for s in block_sizes]
+    if not sizes:
+        raise ValueError("block_sizes must hold at least one block size (an integer >= 1); got none")
     return [simulate(trace, "paged+sharing", block_size=s, **kwargs).summary for s in sizes]
 
 
@@ -192,6 +244,10 @@ def format_table(rows: list[dict], columns=None, headers: dict | None = None) ->
     Fractions whose column name contains ``share`` or ends in ``saving`` print as percents;
     ``headers`` maps a column to a shorter heading; a missing value prints as ``-``.
     """
+    rows = list(rows)
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise TypeError(f"rows[{i}] must be a dict (a summary row), got {type(row).__name__}")
     if not rows:
         return ""
     columns = list(columns or rows[0].keys())
@@ -256,6 +312,14 @@ def _summarize(trace, policy, series, capacity, S, memory) -> dict:
     })
     out.update(memory.summary(series))
     return out
+
+
+def _count_text(steps: float) -> str:
+    return f"{steps:,.0f}" if steps < 1e15 else f"{steps:.3g}"
+
+
+def _size_text(nbytes: int) -> str:
+    return f"{nbytes / GiB:,.1f} GiB" if nbytes >= GiB / 10 else f"{nbytes / 2**20:,.1f} MiB"
 
 
 def _progress_bar(progress: bool, total: int, desc: str):

@@ -5,6 +5,8 @@ Paper figures (Kwon et al., SOSP 2023): token-state share of KV memory 20.4% (Or
 6.1-9.8% (parallel sampling, n = 2..6) and 37.6-55.2% (beam search, k = 2..6), Figure 15.
 Tolerances are stated next to each check; ``benchmarks/RESULTS.md`` explains the gaps.
 """
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -232,3 +234,67 @@ def test_a_trace_longer_than_the_context_is_refused():
         compare_policies(trace, ["paged", "lru"], progress=False)
     with pytest.raises(ValueError, match="max_batch=2 is smaller than the 3 sequences each request runs"):
         simulate(parallel_sampling(make_trace([5], [5]), 3), max_batch=2, progress=False)
+
+
+def test_time_counts_from_the_first_arrival_so_unix_timestamps_work():
+    epoch = 1.7e9  # trace files often carry unix times; the series must not start at 1970
+    shifted = simulate(make_trace([10, 20], [5, 5], arrival_s=[epoch, epoch + 1]), "paged", num_blocks=80,
+                       block_size=4, progress=False)
+    plain = simulate(make_trace([10, 20], [5, 5], arrival_s=[0, 1]), "paged", num_blocks=80, block_size=4,
+                     progress=False)
+    assert shifted.num_steps == plain.num_steps == 20 + 5  # the second request arrives at step 20
+    assert all(np.array_equal(shifted.series[k], plain.series[k]) for k in plain.series)
+    assert shifted.series["admitted"][0] == 1 and shifted.series["admitted"][20] == 1
+
+
+@pytest.mark.parametrize("arrival_s, step_seconds, steps", [
+    ([0, 1], 1e-9, "1,000,000,000 steps of step_seconds=1e-09"),  # would take about 100 GiB
+    ([0, 1e300], 0.05, "2e+301 steps of step_seconds=0.05"),  # overflowed int64: served at once
+    ([0, 1e300], 1e-300, "inf steps of step_seconds=1e-300"),
+])
+def test_an_arrival_span_of_too_many_steps_is_refused_before_allocating(arrival_s, step_seconds, steps):
+    trace = make_trace([10, 20], [5, 5], arrival_s=arrival_s)
+    match = f"arrival_s spans .* s from the first arrival, which is {re.escape(steps)}; at most max_steps=10,000,000 "
+    with pytest.raises(ValueError, match=match + "steps are allowed"):
+        simulate(trace, "paged", num_blocks=80, block_size=4, step_seconds=step_seconds, progress=False)
+
+
+def test_max_steps_bounds_the_series_and_a_run_within_it_passes():
+    trace = make_trace([10, 20], [5, 5], arrival_s=[0, 1])  # arrivals at steps 0 and 20, last completion at 24
+    assert simulate(trace, "paged", num_blocks=80, block_size=4, max_steps=25, progress=False).num_steps == 25
+    with pytest.raises(ValueError, match="which is 20 steps of step_seconds=0.05; at most max_steps=20 steps"):
+        simulate(trace, "paged", num_blocks=80, block_size=4, max_steps=20, progress=False)
+    with pytest.raises(ValueError, match="lasted 25 steps, more than max_steps=24"):
+        simulate(trace, "oracle", model=_tiny(), num_blocks=80, block_size=1, max_steps=24, progress=False)
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1, got 0"):
+        simulate(trace, "paged", num_blocks=80, block_size=4, max_steps=0, progress=False)
+
+
+def test_sparse_prefix_ids_cost_nothing_and_still_share():
+    dense = make_trace([10, 20, 12], [5, 5, 5], prefix_id=[0, 1, 0], prefix_len=[8, 8, 8])
+    sparse = make_trace([10, 20, 12], [5, 5, 5], prefix_id=[7, 10**12, 7], prefix_len=[8, 8, 8])
+    a = simulate(dense, "paged+sharing", num_blocks=80, block_size=4, progress=False)
+    b = simulate(sparse, "paged+sharing", num_blocks=80, block_size=4, progress=False)  # was a MemoryError
+    assert b.summary["prefix_hit_rate"] == a.summary["prefix_hit_rate"] > 0
+    assert all(np.array_equal(a.series[k], b.series[k]) for k in a.series)
+
+
+def test_empty_choices_are_refused_not_returned_as_nothing():
+    trace = make_trace([10], [5])
+    with pytest.raises(ValueError, match="policies must name at least one of 'max'.*; got none"):
+        compare_policies(trace, [], progress=False)
+    with pytest.raises(ValueError, match="block_sizes must hold at least one block size"):
+        block_size_sweep(trace, [], progress=False)
+    with pytest.raises(TypeError, match="rows\\[0\\] must be a dict \\(a summary row\\), got int"):
+        format_table([1])
+    assert format_table([]) == ""
+
+
+def test_arrival_steps_of_unix_times_match_those_of_times_from_zero():
+    from pagedkv_lib.simulate import arrival_steps
+    gaps = np.random.default_rng(0).choice([0.0, 0.05, 0.1, 0.15, 1.0], size=400)
+    offsets = np.round(np.cumsum(gaps) - gaps[0], 2)  # the first at 0 s
+    from_zero = arrival_steps(offsets, 0.05)
+    assert from_zero.tolist() == np.rint(offsets / 0.05).astype(int).tolist()  # offsets are whole steps
+    assert np.array_equal(arrival_steps(1.7e9 + offsets, 0.05), from_zero)  # despite 2.4e-7 s float resolution
+    assert arrival_steps([5.0, 5.01, 5.05, 5.06], 0.05).tolist() == [0, 1, 1, 2]

@@ -25,3 +25,17 @@ def test_bars_add_up_to_100_percent_per_policy_and_lines_follow_the_batch():
     assert np.array_equal(lines[1].get_ydata(), results[1].series["running"])
     plt.close(fig)
     plt.close(plot_results(results, title="t"))
+
+
+def test_plots_refuse_what_is_not_a_list_of_results():
+    import pytest
+
+    from pagedkv_lib.workloads import make_trace
+    result = run_policies(make_trace([10], [5]), ["paged"], num_blocks=10, block_size=4, progress=False)[0]
+    for plot in (plot_memory_shares, plot_batch_over_time, plot_results):
+        with pytest.raises(ValueError, match="results must hold at least one SimResult to plot, got an empty list"):
+            plot([])
+        with pytest.raises(TypeError, match="got a single SimResult; wrap it in a list"):
+            plot(result)
+        with pytest.raises(TypeError, match="results\\[1\\] must be a SimResult .*got Trace"):
+            plot([result, make_trace([10], [5])])

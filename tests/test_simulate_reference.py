@@ -174,7 +174,7 @@ def test_paged_series_equal_a_token_by_token_run(trace, S, sharing, spare, water
     policy = "paged+sharing" if sharing else "paged"
     result = simulate(trace, policy, num_blocks=N, block_size=S, watermark=watermark, max_batch=max_batch,
                       progress=False)
-    arrival_step = np.ceil(trace.arrival_s / 0.05 - 1e-9).astype(np.int64)
+    arrival_step = np.ceil((trace.arrival_s - trace.arrival_s[0]) / 0.05 - 1e-9).astype(np.int64)  # 0: first arrival
     rows, completed, preempted, admitted = reference_paged(trace, N, S, sharing, int(watermark * N), max_batch,
                                                            arrival_step)
     ref = _dense(rows, completed, preempted, admitted, result.num_steps)
@@ -238,7 +238,7 @@ def test_contiguous_series_equal_a_token_by_token_run(trace, policy, extra, max_
     capacity = need + extra
     result = simulate(trace, policy, model=_tiny_model(context), num_blocks=capacity, block_size=1,
                       max_batch=max_batch, progress=False)
-    arrival_step = np.ceil(trace.arrival_s / 0.05 - 1e-9).astype(np.int64)
+    arrival_step = np.ceil((trace.arrival_s - trace.arrival_s[0]) / 0.05 - 1e-9).astype(np.int64)  # 0: first arrival
     rows = reference_contiguous(trace, capacity, policy, context, max_batch, arrival_step)
     for key in ("running", "token_states", "reservation", "internal_fragmentation", "external_fragmentation",
                 "free"):

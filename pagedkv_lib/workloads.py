@@ -24,6 +24,7 @@ histograms, not parameters), picked so the tails look like its Figure 11.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -47,9 +48,10 @@ class Trace:
     * ``prompt_len[r]`` prompt tokens, *including* the shared prefix;
     * ``output_len[r, j]`` tokens sequence ``j`` of request ``r`` generates (shape ``(R, n)``);
     * ``arrival_s[r]`` arrival time in seconds, non-decreasing (first come, first served);
-    * ``prefix_id[r]`` the shared prefix the prompt starts with, ``-1`` for none; requests with
-      the same id start with the same ``prefix_len[r]`` tokens (the simulator gives them equal
-      token ids, so a prefix cache can share them);
+    * ``prefix_id[r]`` the shared prefix the prompt starts with, ``-1`` for none (any integer
+      ``>= 0`` names one; ids need not be consecutive); requests with the same id start with the
+      same ``prefix_len[r]`` tokens, ``>= 1`` with an id and 0 without (the simulator gives them
+      equal token ids, so a prefix cache can share them);
     * ``beam_width`` ``k > 1`` decodes every request with beam search of width ``k``
       (then ``n`` must be 1: the ``k`` beams all run for ``output_len[r, 0]`` tokens);
     * ``max_context`` tokens a request may reach (``prompt + output``), ``None`` when unknown.
@@ -89,6 +91,10 @@ class Trace:
         if np.any((pid < 0) & (plen > 0)):
             r = int(np.argmax((pid < 0) & (plen > 0)))
             raise ValueError(f"request {r} has prefix_len {plen[r]} but no prefix_id")
+        if np.any((pid >= 0) & (plen == 0)):
+            r = int(np.argmax((pid >= 0) & (plen == 0)))
+            raise ValueError(f"request {r} has prefix_id {pid[r]} but prefix_len 0; a shared prefix needs "
+                             f"prefix_len >= 1 (prefix_id -1 means no prefix)")
         _check_prefix_lengths_agree(pid, plen)
         k = check_int("beam_width", self.beam_width, minimum=1)
         if k > 1 and o.shape[1] > 1:
@@ -284,6 +290,10 @@ def _int_array(name, values, *, ndim, minimum) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
+    if arr.dtype == object and arr.size and all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                                for v in arr.ravel()):
+        big = max(arr.ravel(), key=abs)
+        raise ValueError(f"{name} must hold integers in [-2**63, 2**63) (int64), got {big}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"{name} must hold integers (token counts), got dtype {arr.dtype}")
     arr = arr.astype(np.int64, copy=True)

@@ -142,3 +142,17 @@ def test_describe_reports_the_sharing_pattern():
     assert d["mean_prompt_tokens"] == pytest.approx(trace.prompt_len.mean())
     assert d["arrival_span_s"] > 0
     assert isinstance(trace, Trace)
+
+
+def test_a_prefix_id_needs_a_prefix_length_as_in_trace_files():
+    with pytest.raises(ValueError, match="request 1 has prefix_id 3 but prefix_len 0; a shared prefix needs "
+                                         "prefix_len >= 1"):
+        make_trace([4, 3], [1, 1], prefix_id=[-1, 3], prefix_len=[0, 0])
+    trace = make_trace([4, 3], [1, 1], prefix_id=[10**12, -1], prefix_len=[2, 0])  # any id >= 0 names a prefix
+    assert trace.prefix_id.tolist() == [10**12, -1]
+
+
+def test_an_integer_too_large_for_int64_is_named_not_a_dtype_puzzle():
+    with pytest.raises(ValueError, match="prompt_len must hold integers in \\[-2\\*\\*63, 2\\*\\*63\\) \\(int64\\), "
+                                         "got 10{30}"):
+        make_trace([10**30, 3], [1, 1])

@@ -3,7 +3,10 @@
 With no options it serves a built-in trace (1,000 ShareGPT-like requests, all arriving at
 once) with OPT-13B on a 40 GiB GPU, the PagedAttention paper's setting, under every policy,
 and prints where the KV memory went. ``--help`` lists the options; ``--png`` also writes a
-figure. Bad input exits with status 2 and a one-line message.
+figure. Bad input exits with status 2 and a one-line message, including an option that only
+works with another one given without it (``--prefixes`` needs ``--prefix-len``,
+``--independent-lengths`` needs ``--samples``, ``--dataset`` and ``--requests`` conflict with
+``--trace``).
 """
 from __future__ import annotations
 
@@ -28,17 +31,19 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Serve a request trace with continuous batching under a KV-cache budget.")
     src = sim.add_argument_group("trace (default: a built-in ShareGPT-like trace)")
     src.add_argument("--trace", metavar="PATH", help="your own trace, .jsonl or .csv (see pagedkv_lib.trace_files)")
-    src.add_argument("--dataset", choices=("sharegpt", "alpaca"), default="sharegpt",
+    src.add_argument("--dataset", choices=("sharegpt", "alpaca"), default=None,
                      help="built-in synthetic trace when no --trace is given (default: sharegpt)")
-    src.add_argument("--requests", type=int, default=1000, help="requests in the built-in trace (default: 1000)")
+    src.add_argument("--requests", type=int, default=None, help="requests in the built-in trace (default: 1000)")
     src.add_argument("--seed", type=int, default=0, help="seed of the built-in trace and of beam choices")
-    src.add_argument("--samples", type=int, default=1, metavar="N", help="parallel sampling: N outputs per prompt")
+    src.add_argument("--samples", type=int, default=None, metavar="N",
+                     help="parallel sampling: N outputs per prompt (default: 1)")
     src.add_argument("--independent-lengths", action="store_true",
                      help="with --samples: samples draw their own output lengths (default: all run the request's)")
     src.add_argument("--beam", type=int, default=1, metavar="K", help="beam search of width K")
-    src.add_argument("--prefix-len", type=int, default=0, metavar="TOKENS",
+    src.add_argument("--prefix-len", type=int, default=None, metavar="TOKENS",
                      help="prepend a shared prefix of this many tokens (the paper used 80 and 341)")
-    src.add_argument("--prefixes", type=int, default=1, help="number of distinct shared prefixes (default: 1)")
+    src.add_argument("--prefixes", type=int, default=None,
+                     help="with --prefix-len: number of distinct shared prefixes (default: 1)")
     src.add_argument("--rate", type=float, default=None, metavar="REQ_PER_S",
                      help="Poisson arrivals at this rate (default: the trace's own times)")
     mem = sim.add_argument_group("server")
@@ -59,14 +64,16 @@ def make_trace(args):
     """The trace the options describe: a file or a built-in dataset, then the sharing and arrival options."""
     from . import workloads
     from .trace_files import load_trace
+    _check_option_pairs(args)
     if args.trace:
         trace = load_trace(args.trace)
     else:
-        make = workloads.sharegpt_like if args.dataset == "sharegpt" else workloads.alpaca_like
-        trace = make(args.requests, seed=args.seed)
-    if args.prefix_len:
-        trace = workloads.shared_prefix(trace, args.prefix_len, num_prefixes=args.prefixes, seed=args.seed)
-    if args.samples != 1:
+        make = workloads.alpaca_like if args.dataset == "alpaca" else workloads.sharegpt_like
+        trace = make(1000 if args.requests is None else args.requests, seed=args.seed)
+    if args.prefix_len is not None:
+        prefixes = 1 if args.prefixes is None else args.prefixes
+        trace = workloads.shared_prefix(trace, args.prefix_len, num_prefixes=prefixes, seed=args.seed)
+    if args.samples is not None and (args.samples != 1 or args.independent_lengths):
         trace = workloads.parallel_sampling(trace, args.samples, independent_lengths=args.independent_lengths,
                                             seed=args.seed)
     if args.beam != 1:
@@ -74,6 +81,21 @@ def make_trace(args):
     if args.rate is not None:
         trace = workloads.poisson_arrivals(trace, args.rate, seed=args.seed)
     return trace
+
+
+def _check_option_pairs(args) -> None:
+    """Refuse an option that would be silently ignored because the option it modifies is missing."""
+    if args.prefixes is not None and args.prefix_len is None:
+        raise ValueError(f"--prefixes {args.prefixes} needs --prefix-len TOKENS (the length of the shared prefixes)")
+    if args.independent_lengths and (args.samples is None or args.samples < 2):
+        got = "none" if args.samples is None else f"--samples {args.samples}"
+        raise ValueError(f"--independent-lengths needs --samples N with N >= 2 (samples to draw lengths for), "
+                         f"got {got}")
+    if args.trace:
+        for flag, value in (("--dataset", args.dataset), ("--requests", args.requests)):
+            if value is not None:
+                raise ValueError(f"{flag} {value} picks a built-in trace, but --trace {args.trace} was given; "
+                                 f"use one or the other")
 
 
 def simulate_command(args) -> int:
@@ -106,8 +128,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return simulate_command(args)
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ValueError, TypeError, OSError) as e:  # bad input: option values, trace files, missing files
+        message = " ".join(str(e).split())  # one line, whatever the exception's text holds
+        print(f"error: {message}", file=sys.stderr)
         return 2
 
 

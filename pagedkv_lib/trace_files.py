@@ -8,35 +8,53 @@ field          required meaning
 ``prompt_len``  yes      prompt tokens, including any shared prefix (>= 1)
 ``output_len``  yes      tokens the request generates (>= 1)
 ``prefix_id``   no       name or number of a shared prefix; empty or absent for none
-``prefix_len``  with id  tokens of the prompt that are that prefix (same for every row of an id)
-``arrival_s``   no       arrival time in seconds (>= 0); all rows or none
+``prefix_len``  with id  tokens of the prompt that are that prefix (>= 1, same for every row of an id)
+``arrival_s``   no       arrival time in seconds (>= 0, e.g. unix time); all rows or none
 ============== ======== =============================================================
 
+Token counts are whole numbers up to :data:`MAX_TOKENS`. An empty CSV cell, a JSON ``null`` and
+a blank string count as absent. Files are UTF-8, with or without a byte-order mark (as Excel
+writes CSV); spaces around CSV header names are ignored.
+
 Rows are sorted by arrival (stably) because the simulator serves first come, first served.
-A bad row raises ``ValueError`` naming the file, the line and the field; the loader builds the
-whole trace before returning, so a failure leaves nothing half-loaded.
+A bad row raises ``ValueError`` naming the file, the line, the field, the bad value and what is
+allowed; the loader builds the whole trace before returning, so a failure leaves nothing
+half-loaded.
 """
 from __future__ import annotations
 
 import csv
 import json
 import math
+import numbers
 import os
+import re
 
 import numpy as np
 
+from .errors import check_int
 from .workloads import Trace
 
 FIELDS = ("prompt_len", "output_len", "prefix_id", "prefix_len", "arrival_s")
 """Fields a trace file may hold, in the order ``save_trace`` writes them."""
 
+MAX_TOKENS = 2**31 - 1
+"""Largest token count a trace file may give (far beyond any model's context)."""
+
+_DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII digits only: int() would choke on '²', which isdigit() accepts
+
 
 def load_trace(path: str | os.PathLike, *, max_context: int | None = None) -> Trace:
-    """Load a ``.jsonl`` or ``.csv`` trace; ``max_context`` (tokens), if given, is checked per row."""
+    """Load a ``.jsonl`` or ``.csv`` trace; ``max_context`` (tokens, >= 2), if given, is checked per row."""
+    if max_context is not None:
+        max_context = check_int("max_context", max_context, minimum=2)
     path = os.fspath(path)
     kind = _kind(path)
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(_jsonl_rows(path, f) if kind == "jsonl" else _csv_rows(path, f))
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        try:
+            rows = list(_jsonl_rows(path, f) if kind == "jsonl" else _csv_rows(path, f))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not UTF-8 text ({e.reason}); save the file as UTF-8") from None
     if not rows:
         raise ValueError(f"{path}: no requests found")
     parsed = [_parse_row(path, line, row, max_context) for line, row in rows]
@@ -96,27 +114,42 @@ def _kind(path: str) -> str:
     raise ValueError(f"trace file must end in .jsonl or .csv, got {path!r}")
 
 
+def _present(value) -> bool:
+    """False for what counts as an absent field: ``None`` (JSON null) and blank strings."""
+    return value is not None and not (isinstance(value, str) and value.strip() == "")
+
+
 def _jsonl_rows(path, f):
     for line, text in enumerate(f, start=1):
         if not text.strip():
             continue
         try:
             row = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{line}: not valid JSON ({e.msg})") from None
+        except ValueError as e:  # JSONDecodeError, or an integer too long to convert
+            raise ValueError(f"{path}:{line}: not valid JSON ({getattr(e, 'msg', e)})") from None
         if not isinstance(row, dict):
             raise ValueError(f"{path}:{line}: each line must be a JSON object, got {type(row).__name__}")
-        yield line, row
+        yield line, {k: v for k, v in row.items() if _present(v)}
 
 
 def _csv_rows(path, f):
-    reader = csv.DictReader(f)
-    if reader.fieldnames is None:
-        return
-    for row in reader:
-        if None in row:
-            raise ValueError(f"{path}:{reader.line_num}: more values than header fields")
-        yield reader.line_num, {k: v for k, v in row.items() if v is not None and v.strip() != ""}
+    reader = csv.reader(f)
+    try:
+        header = next(reader, None)
+        if header is None:
+            return
+        names = [name.strip() for name in header]
+        for name in names:
+            if name and names.count(name) > 1:
+                raise ValueError(f"{path}:{reader.line_num}: header names field {name!r} twice")
+        for values in reader:
+            if not values:
+                continue  # a blank line
+            if len(values) > len(names):
+                raise ValueError(f"{path}:{reader.line_num}: more values than header fields")
+            yield reader.line_num, {k: v for k, v in zip(names, values) if _present(v)}
+    except csv.Error as e:
+        raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
 
 
 def _parse_row(path, line, row, max_context) -> dict:
@@ -129,7 +162,10 @@ def _parse_row(path, line, row, max_context) -> dict:
             raise ValueError(f"{path}:{line}: field {name!r} is missing")
         out[name] = _whole(path, line, name, row[name], minimum=1)
     pid = row.get("prefix_id")
-    out["prefix_id"] = None if pid is None else str(pid)
+    if pid is not None and (isinstance(pid, bool) or not isinstance(pid, (str, int))):
+        raise ValueError(f"{path}:{line}: field 'prefix_id' must be a name (string) or a whole number, "
+                         f"got {_show(pid)}")
+    out["prefix_id"] = None if pid is None else str(pid).strip()
     if out["prefix_id"] is None:
         if "prefix_len" in row:
             raise ValueError(f"{path}:{line}: field 'prefix_len' is given without a prefix_id")
@@ -143,12 +179,14 @@ def _parse_row(path, line, row, max_context) -> dict:
                              f"prompt_len {out['prompt_len']}")
     out["arrival_s"] = None
     if "arrival_s" in row:
+        value = row["arrival_s"]
         try:
-            t = float(row["arrival_s"])
-        except (TypeError, ValueError):
+            t = float(value) if isinstance(value, (str, numbers.Real)) and not isinstance(value, bool) else math.nan
+        except (ValueError, OverflowError):
             t = math.nan
-        if isinstance(row["arrival_s"], bool) or not math.isfinite(t) or t < 0:
-            raise ValueError(f"{path}:{line}: field 'arrival_s' must be a time >= 0 seconds, got {row['arrival_s']!r}")
+        if not math.isfinite(t) or t < 0:
+            raise ValueError(f"{path}:{line}: field 'arrival_s' must be a finite time >= 0 seconds, "
+                             f"got {_show(value)}")
         out["arrival_s"] = t
     if max_context is not None and out["prompt_len"] + out["output_len"] > max_context:
         raise ValueError(f"{path}:{line}: field 'output_len' takes the request to "
@@ -157,12 +195,22 @@ def _parse_row(path, line, row, max_context) -> dict:
 
 
 def _whole(path, line, name, value, *, minimum) -> int:
-    """A token count from JSON (an int) or CSV (a string of digits)."""
+    """A token count in ``[minimum, MAX_TOKENS]`` from JSON (an int) or CSV (a string of ASCII digits)."""
     if isinstance(value, str):
         text = value.strip()
-        number = int(text) if text.lstrip("-").isdigit() else None
+        number = int(text) if _DIGITS.fullmatch(text) else None
     else:
         number = value if isinstance(value, int) and not isinstance(value, bool) else None
-    if number is None or number < minimum:
-        raise ValueError(f"{path}:{line}: field {name!r} must be a whole number of tokens >= {minimum}, got {value!r}")
+    if number is None or not minimum <= number <= MAX_TOKENS:
+        raise ValueError(f"{path}:{line}: field {name!r} must be a whole number of tokens in "
+                         f"[{minimum}, {MAX_TOKENS}], got {_show(value)}")
     return number
+
+
+def _show(value) -> str:
+    """``repr(value)``, shortened if long (a 4,000-digit number would flood the message)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer with too many digits to print
+        return f"a {type(value).__name__} too long to print"
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"

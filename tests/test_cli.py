@@ -74,3 +74,49 @@ def test_unknown_policy_is_an_argparse_error(capsys):
         main(["simulate", "--policy", "lru"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'lru'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "--prefixes", "3"], "error: --prefixes 3 needs --prefix-len TOKENS"),
+    (["simulate", "--independent-lengths"], "error: --independent-lengths needs --samples N with N >= 2"),
+    (["simulate", "--independent-lengths", "--samples", "1"],
+     "error: --independent-lengths needs --samples N with N >= 2 (samples to draw lengths for), got --samples 1"),
+    (["simulate", "--trace", "t.csv", "--requests", "5"], "error: --requests 5 picks a built-in trace, but --trace"),
+    (["simulate", "--trace", "t.csv", "--dataset", "alpaca"], "error: --dataset alpaca picks a built-in trace"),
+    (["simulate", "--prefix-len", "0"], "error: prefix_len must be an integer >= 1, got 0"),
+])
+def test_an_option_that_would_be_ignored_is_an_error(argv, message, capsys):
+    assert main(argv + ["--no-progress"]) == 2  # refused before any trace is read or built
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_a_type_error_or_a_multi_line_message_still_exits_2_with_one_line(monkeypatch, capsys):
+    import pagedkv_lib.__main__ as cli
+
+    def broken(args):
+        raise TypeError("max_context must be an integer,\ngot '100' (str)")
+    monkeypatch.setattr(cli, "simulate_command", broken)
+    assert main(["simulate"]) == 2
+    assert capsys.readouterr().err == "error: max_context must be an integer, got '100' (str)\n"
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("prompt_len,output_len\n10,\u00b2\n", "field 'output_len' must be a whole number of tokens in [1, 2147483647]"),
+    ('{"prompt_len": 100000000000000000000000000000, "output_len": 5}\n', "field 'prompt_len' must be a whole"),
+])
+def test_bad_numbers_in_a_trace_file_exit_2_naming_file_and_line(tmp_path, text, fragment, capsys):
+    path = tmp_path / ("bad.csv" if text.startswith("prompt") else "bad.jsonl")
+    path.write_text(text, encoding="utf-8")
+    assert main(["simulate", "--trace", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}:2: " if path.suffix == ".csv" else f"error: {path}:1: ")
+    assert fragment in err and err.count("\n") == 1
+
+
+def test_a_trace_with_unix_times_and_a_bom_runs_from_the_command_line(tmp_path, capsys):
+    path = tmp_path / "excel.csv"
+    path.write_text("prompt_len, output_len, arrival_s\n10,5,1700000000\n20,5,1700000001\n", encoding="utf-8-sig")
+    assert main(["simulate", "--trace", str(path), "--policy", "paged", "--num-blocks", "80", "--block-size", "4",
+                 "--no-progress"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].split()[-1] == "25"  # steps from the first arrival

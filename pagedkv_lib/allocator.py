@@ -10,8 +10,10 @@ Semantics follow vLLM's v1 KV cache manager (see :mod:`pagedkv_lib.block_pool` f
 
 * **Prefix caching.** Every *full* block gets a hash chained from its parent block's hash, its
   token ids and an optional ``salt`` (a tenant or adapter id: requests with different salts
-  never share). A new prompt walks its chain from the first block and reuses cached blocks up
-  to the first miss. The last prompt token is never served from the cache, because the model
+  never share). A salt is ``None``, a ``str``, ``bytes``, an ``int`` (not a ``bool``) or a tuple
+  of these: values of other types, such as ``1.0`` or ``True``, compare equal to a different
+  salt (``1 == 1.0 == True``) and would share cache entries with it, so they are refused. A new
+  prompt walks its chain from the first block and reuses cached blocks up to the first miss. The last prompt token is never served from the cache, because the model
   must compute its logits to sample the next token: a prompt of ``T`` tokens can reuse at most
   ``(T - 1) // S`` blocks, so a prompt that is exactly one cached block long reuses nothing.
 * **Fork** (parallel sampling, beam search): the child maps every block of the parent,
@@ -41,7 +43,7 @@ block structure: it checks the tokens, extends the request's token list and bump
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,7 +127,7 @@ class BlockManager:
     # ----------------------------------------------------------------- lifecycle
 
     def add_request(self, request_id: str, prompt_token_ids: Sequence[int], *,
-                    salt: Hashable | None = None) -> int:
+                    salt: str | bytes | int | tuple | None = None) -> int:
         """Allocate blocks for a whole prompt; return how many prompt tokens came from the cache.
 
         The count is a multiple of ``block_size`` and always ``< len(prompt)`` (the last prompt
@@ -137,7 +139,7 @@ class BlockManager:
         if not tokens:
             raise ValueError(f"prompt_token_ids must hold at least one token, got an empty prompt "
                              f"for request {request_id!r}")
-        _check_salt(salt)
+        _check_salt("salt", salt)
         S, T, pool = self.block_size, len(tokens), self._pool
         hashes, keys = self._chain(None, tokens, 0, T // S, salt) if self.enable_prefix_caching else ([], [])
         hits = pool.longest_cached_prefix(hashes, keys, (T - 1) // S)  # the last token is computed
@@ -167,7 +169,10 @@ class BlockManager:
         A new block is allocated only when the last one is full. Raises ``OutOfBlocksError`` and
         changes nothing if the blocks it needs are not free.
         """
-        seq = self._seqs.get(request_id)
+        try:
+            seq = self._seqs.get(request_id)
+        except TypeError:  # an unhashable id; costs nothing when no exception is raised
+            raise _bad_id("request_id", request_id) from None
         if seq is None:
             raise self._unknown(request_id)
         new = _token_list("token_ids", token_ids)
@@ -210,9 +215,7 @@ class BlockManager:
 
     def fork(self, parent_id: str, child_id: str) -> None:
         """Start ``child_id`` as a copy of ``parent_id`` that shares every block (never allocates)."""
-        parent = self._seqs.get(parent_id)
-        if parent is None:
-            raise self._unknown(parent_id, "parent_id")
+        parent = self._seq(parent_id, "parent_id")
         self._check_new_id("child_id", child_id)
         ref = self._pool.ref_cnt
         for b in parent.table:
@@ -224,9 +227,7 @@ class BlockManager:
 
     def free(self, request_id: str) -> None:
         """Release a request's blocks, tail first; blocks no other table holds become free."""
-        seq = self._seqs.get(request_id)
-        if seq is None:
-            raise self._unknown(request_id)
+        seq = self._seq(request_id)
         del self._seqs[request_id]
         S, table, T = self.block_size, seq.table, len(seq.tokens)
         last_filled = T - (len(table) - 1) * S
@@ -239,7 +240,10 @@ class BlockManager:
     # ----------------------------------------------------------------- queries
 
     def __contains__(self, request_id) -> bool:
-        return request_id in self._seqs
+        try:
+            return request_id in self._seqs
+        except TypeError:
+            raise _bad_id("request_id", request_id) from None
 
     @property
     def num_requests(self) -> int:
@@ -299,10 +303,14 @@ class BlockManager:
     def padded_block_tables(self, request_ids: Sequence[str], pad: int = -1) -> np.ndarray:
         """Block tables of ``request_ids`` as one int64 array ``(len(request_ids), max blocks)``.
 
-        Rows shorter than the longest are filled with ``pad``; this is the layout
+        Rows shorter than the longest are filled with ``pad``, which must be negative so that no
+        real block id (``0 .. num_blocks - 1``) can be mistaken for padding; this is the layout
         :func:`slot_mapping_batch` and batched attention kernels read.
         """
-        pad = check_int("pad", pad)
+        pad = check_int("pad", pad, maximum=-1)
+        if isinstance(request_ids, (str, bytes)) or not isinstance(request_ids, Iterable):
+            raise TypeError(f"request_ids must be a sequence of request ids (e.g. a list of str), got "
+                            f"{request_ids!r} ({type(request_ids).__name__})")
         seqs = [self._seq(r) for r in request_ids]
         width = max((len(s.table) for s in seqs), default=0)
         out = np.full((len(seqs), width), pad, dtype=np.int64)
@@ -407,10 +415,13 @@ class BlockManager:
         self._pool.register(hashes, keys, seq.table[seq.num_hashed:full])
         seq.last_hash, seq.num_hashed = hashes[-1], full
 
-    def _seq(self, request_id) -> _Seq:
-        seq = self._seqs.get(request_id)
+    def _seq(self, request_id, name: str = "request_id") -> _Seq:
+        try:
+            seq = self._seqs.get(request_id)
+        except TypeError:
+            raise _bad_id(name, request_id) from None
         if seq is None:
-            raise self._unknown(request_id)
+            raise self._unknown(request_id, name)
         return seq
 
     def _unknown(self, request_id, name: str = "request_id") -> UnknownRequestError:
@@ -430,7 +441,8 @@ def slot_mapping_batch(block_tables, positions, block_size: int) -> np.ndarray:
     ``block_tables`` is an int array ``(B, max_blocks)`` (rows padded with any negative value,
     see :meth:`BlockManager.padded_block_tables`); ``positions`` is ``(B,)`` (one position per
     request, as in decode) or ``(B, P)``. A position of ``-1`` marks padding and maps to slot
-    ``-1``. Returns int64 of ``positions``' shape.
+    ``-1``; it reads no block, so an empty batch (``B = 0``) or a table with no columns is fine
+    as long as every position is padding. Returns int64 of ``positions``' shape.
     """
     S = check_int("block_size", block_size, minimum=1)
     tables = _int_array("block_tables", block_tables)
@@ -442,12 +454,14 @@ def slot_mapping_batch(block_tables, positions, block_size: int) -> np.ndarray:
                          f"to match block_tables {tables.shape}, got {pos.shape}")
     if pos.size and pos.min() < -1:
         raise ValueError(f"positions must be >= 0 (or -1 for padding), got {pos.min()}")
-    pos2 = pos.reshape(pos.shape[0], -1)
+    pos2 = pos[:, None] if pos.ndim == 1 else pos
     pad = pos2 < 0
     idx = np.where(pad, 0, pos2) // S
-    if idx.size and idx.max() >= tables.shape[1]:
-        raise ValueError(f"a position needs logical block {idx.max()}, but block_tables have only "
+    if not pad.all() and idx[~pad].max() >= tables.shape[1]:
+        raise ValueError(f"a position needs logical block {idx[~pad].max()}, but block_tables have only "
                          f"{tables.shape[1]} columns")
+    if tables.shape[1] == 0:  # every position is padding (checked above): nothing to read
+        return np.full(pos.shape, -1, dtype=np.int64)
     blocks = np.take_along_axis(tables, idx, axis=1)
     if np.any(blocks[~pad] < 0):
         raise ValueError("a position maps to a padding entry of block_tables (a negative block id)")
@@ -479,18 +493,39 @@ def _token_list(name: str, token_ids) -> Sequence[int]:
 
 
 def _int_array(name: str, values) -> np.ndarray:
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError) as exc:  # ragged rows: numpy's "inhomogeneous shape"
+        raise ValueError(f"{name} must be a rectangular array of integers (every row the same "
+                         f"length), got {values!r}") from exc
     if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):
         raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
     return arr.astype(np.int64, copy=False)
 
 
-def _check_salt(salt) -> None:
-    try:
-        hash(salt)
-    except TypeError:
-        raise TypeError(f"salt must be hashable (e.g. a str or a tuple) or None, got {salt!r} "
-                        f"({type(salt).__name__})") from None
+_SALT_TYPES = (str, bytes, int)
+
+
+def _check_salt(name: str, salt) -> None:
+    """A salt is None, a str, bytes, an int (not a bool) or a tuple of these.
+
+    Exact types only: equal values of other types (``1.0``, ``True``, an ``IntEnum``) hash and
+    compare equal to an int salt, so they would share its cache entries.
+    """
+    if not _salt_ok(salt):
+        raise TypeError(f"{name} must be None, a str, bytes, an int (not a bool) or a tuple of these, so "
+                        f"that different salts never compare equal; got {salt!r} ({type(salt).__name__})")
+
+
+def _salt_ok(salt) -> bool:
+    if salt is None or type(salt) in _SALT_TYPES:
+        return True
+    return type(salt) is tuple and all(_salt_ok(item) for item in salt)
+
+
+def _bad_id(name: str, request_id) -> TypeError:
+    return TypeError(f"{name} must be a request id (a non-empty string), got {request_id!r} "
+                     f"({type(request_id).__name__}, unhashable)")
 
 
 def _require(condition: bool, invariant: str) -> None:

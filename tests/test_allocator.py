@@ -61,6 +61,23 @@ def test_salt_separates_tenants():
     assert bm.add_request("d", range(9)) == 0
 
 
+def test_salts_that_compare_equal_across_types_are_refused_and_distinct_salts_never_share():
+    # 1 == 1.0 == True (and they hash alike), so accepting all three would let them share entries.
+    bm = BlockManager(32, 4)
+    assert bm.add_request("int", range(9), salt=1) == 0
+    for salt in (1.0, True):
+        with pytest.raises(TypeError, match="salt must be None, a str, bytes, an int"):
+            bm.add_request("other", range(9), salt=salt)
+    assert "other" not in bm
+    assert bm.add_request("str", range(9), salt="1") == 0
+    assert bm.add_request("bytes", range(9), salt=b"1") == 0
+    assert bm.add_request("tuple", range(9), salt=(1,)) == 0
+    assert bm.add_request("tuple2", range(9), salt=("t", 1, None, b"x", (2,))) == 0
+    assert bm.add_request("again", range(9), salt=1) == 8  # the same salt still shares
+    assert bm.add_request("again-tuple", range(9), salt=(1,)) == 8
+    bm.check_invariants()
+
+
 def test_decode_blocks_are_cached_once_full():
     bm = BlockManager(8, 4)
     bm.add_request("a", [1, 2, 3])
@@ -242,7 +259,19 @@ def _loaded():
     (lambda bm: bm.add_request("b", [1, -2]), ValueError, "got -2"),
     (lambda bm: bm.add_request("b", [1, 2.0]), TypeError, "got 2.0"),
     (lambda bm: bm.add_request("b", "abc"), TypeError, "got 'abc'"),
-    (lambda bm: bm.add_request("b", [1], salt=[1]), TypeError, "salt must be hashable"),
+    (lambda bm: bm.add_request("b", [1], salt=[1]), TypeError, r"salt must be None, a str.*got \[1\] \(list\)"),
+    (lambda bm: bm.add_request("b", [1], salt=1.0), TypeError, r"salt must be None.*got 1.0 \(float\)"),
+    (lambda bm: bm.add_request("b", [1], salt=True), TypeError, r"salt must be None.*not a bool.*got True"),
+    (lambda bm: bm.add_request("b", [1], salt=("t", True)), TypeError, r"got \('t', True\) \(tuple\)"),
+    (lambda bm: bm.append_tokens(["a"], [1]), TypeError, r"^request_id must be a request id.*\['a'\] \(list"),
+    (lambda bm: bm.free(["a"]), TypeError, r"^request_id must be a request id.*\['a'\]"),
+    (lambda bm: ["a"] in bm, TypeError, r"^request_id must be a request id.*\['a'\]"),
+    (lambda bm: bm.fork(["a"], "b"), TypeError, r"^parent_id must be a request id.*\['a'\]"),
+    (lambda bm: bm.block_table({"a": 1}), TypeError, r"^request_id must be a request id.*\(dict"),
+    (lambda bm: bm.padded_block_tables("ac"), TypeError, r"^request_ids must be a sequence.*got 'ac' \(str\)"),
+    (lambda bm: bm.padded_block_tables(["a"], pad=0), ValueError, r"^pad must be an integer <= -1, got 0$"),
+    (lambda bm: bm.padded_block_tables(["a"], pad=3), ValueError, r"^pad must be an integer <= -1, got 3$"),
+    (lambda bm: bm.padded_block_tables(["a", ["b"]]), TypeError, r"^request_id must be a request id"),
     (lambda bm: bm.append_tokens("zz", [1]), UnknownRequestError, "'zz' is not a live request"),
     (lambda bm: bm.append_tokens("a", [True]), TypeError, "got True"),
     (lambda bm: bm.fork("zz", "b"), UnknownRequestError, "parent_id 'zz'"),
@@ -318,3 +347,42 @@ def test_queries_describe_the_live_requests():
 def test_batched_slot_mapping_rejects_bad_shapes_and_padding(tables, positions, words):
     with pytest.raises((TypeError, ValueError), match=words):
         slot_mapping_batch(tables, positions, 4)
+
+
+def test_batched_slot_mapping_of_an_empty_batch_is_empty():
+    bm = BlockManager(4, 4)
+    tables = bm.padded_block_tables([])
+    assert tables.shape == (0, 0) and tables.dtype == np.int64
+    for positions in (np.zeros(0, np.int64), np.zeros((0, 3), np.int64), []):
+        out = slot_mapping_batch(tables, positions, 4)
+        assert out.shape == np.asarray(positions).shape and out.dtype == np.int64
+
+
+def test_batched_slot_mapping_of_only_padding_reads_no_block():
+    # Zero columns: no position may read a block, but padding reads none.
+    assert slot_mapping_batch(np.zeros((2, 0), np.int64), [-1, -1], 4).tolist() == [-1, -1]
+    assert slot_mapping_batch(np.zeros((1, 0), np.int64), [[-1, -1]], 4).tolist() == [[-1, -1]]
+    with pytest.raises(ValueError, match="needs logical block 0, but block_tables have only 0 columns"):
+        slot_mapping_batch(np.zeros((2, 0), np.int64), [-1, 0], 4)
+    # Padding positions past the table's columns are never looked up either.
+    assert slot_mapping_batch([[3]], [[1, -1, -1]], 4).tolist() == [[13, -1, -1]]
+
+
+def test_batched_slot_mapping_names_a_ragged_argument():
+    with pytest.raises(ValueError, match=r"^block_tables must be a rectangular array.*\[\[0, 1\], \[2\]\]"):
+        slot_mapping_batch([[0, 1], [2]], [0, 0], 4)
+    with pytest.raises(ValueError, match=r"^positions must be a rectangular array"):
+        slot_mapping_batch([[0], [1]], [[0, 1], [0]], 4)
+
+
+def test_padding_of_padded_block_tables_is_never_a_real_block():
+    bm = BlockManager(8, 4)
+    bm.add_request("long", range(9))
+    bm.add_request("short", range(2))
+    tables = bm.padded_block_tables(["long", "short"], pad=-5)
+    assert tables[1, 1:].tolist() == [-5, -5]
+    assert slot_mapping_batch(tables, [8, 1], 4).tolist() == [bm.slot_mapping("long", [8])[0],
+                                                               bm.slot_mapping("short", [1])[0]]
+    with pytest.raises(ValueError, match="padding entry"):
+        slot_mapping_batch(tables, [8, 5], 4)  # "short" has no block 1: its padding is recognised
+    assert bm.padded_block_tables(("short",)).tolist() == [bm.block_table("short")]

@@ -23,9 +23,9 @@ import math
 import torch
 
 from .csr import PAD_BLOCK, from_csr, index_tensor, to_csr
-from .errors import check_int
+from .errors import check_int, check_number
 
-__all__ = ["TOLERANCES", "write_kv", "gather_kv", "dense_attention", "paged_decode_gather",
+__all__ = ["TOLERANCES", "check_scale", "write_kv", "gather_kv", "dense_attention", "paged_decode_gather",
            "paged_decode_online", "paged_prefill", "to_csr", "from_csr", "PAD_BLOCK"]
 
 TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16: (8e-3, 8e-3)}
@@ -85,7 +85,7 @@ def _check_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, k_cache: t
 
     Entries past a request's ``ceil(T / S)`` blocks are padding and are never read.
     """
-    num_blocks, S = k_cache.shape[:2]
+    S = k_cache.shape[1]
     if block_tables.shape[0] != seq_lens.shape[0]:
         raise ValueError(f"block_tables has shape {_shape(block_tables)} [B, max_blocks] but seq_lens has "
                          f"shape {_shape(seq_lens)} [B]: batch sizes differ")
@@ -98,15 +98,35 @@ def _check_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, k_cache: t
         raise ValueError(f"seq_lens {seq_lens.tolist()} exceed the capacity of block_tables with shape "
                          f"{_shape(block_tables)}: {block_tables.shape[1]} blocks x {S} tokens = {capacity}")
     used = torch.arange(block_tables.shape[1], device=block_tables.device) < ((seq_lens + S - 1) // S)[:, None]
-    ids = block_tables[used]
+    _check_ids("block_tables", _shape(block_tables), block_tables[used], k_cache)
+
+
+def _check_ids(name: str, shape: tuple, ids: torch.Tensor, k_cache: torch.Tensor) -> None:
+    """The block ids a table's lengths use name blocks of the cache."""
+    num_blocks = k_cache.shape[0]
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_blocks):
         bad = ids[(ids < 0) | (ids >= num_blocks)].tolist()
-        raise ValueError(f"block_tables {_shape(block_tables)} names block ids {bad} outside the cache "
+        raise ValueError(f"{name} {shape} names block ids {bad} outside the cache "
                          f"{_shape(k_cache)}, whose ids run 0..{num_blocks - 1}")
 
 
-def _scale(scale, head_dim: int) -> float:
-    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+def check_scale(scale, head_dim: int) -> float:
+    """The softmax scale as a float: ``1 / sqrt(head_dim)`` for ``None``, else a positive finite number.
+
+    Public so that every attention function (the Triton kernel too) accepts and refuses the same
+    scales with the same message: a NaN, infinite, zero or negative scale, or a non-number, raises.
+    """
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    return check_number("scale", scale, low=0.0, high=math.inf, low_open=True, high_open=True)
+
+
+def _check_capacity(what: str, total: int, table: torch.Tensor, block_size: int) -> None:
+    """One request's ``total`` tokens fit its 1-D ``block_table``; ``what`` says where ``total`` came from."""
+    capacity = table.shape[0] * block_size
+    if total > capacity:
+        raise ValueError(f"{what} exceed the capacity of block_table with shape {_shape(table)}: "
+                         f"{table.shape[0]} blocks x {block_size} tokens = {capacity} tokens")
 
 
 # ---------------------------------------------------------------- writing and reading the cache
@@ -144,8 +164,9 @@ def gather_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, block_table, num_tok
     _check_cache(k_cache, v_cache)
     table = index_tensor("block_table", block_table, 1)
     num_tokens = check_int("num_tokens", num_tokens, minimum=1)
-    _check_tables(table[None], torch.tensor([num_tokens], device=table.device), k_cache)
+    _check_capacity(f"num_tokens={num_tokens}", num_tokens, table, k_cache.shape[1])
     ids = table[: -(-num_tokens // k_cache.shape[1])]
+    _check_ids("block_table", _shape(table), ids, k_cache)
     return _gather(k_cache, ids, num_tokens), _gather(v_cache, ids, num_tokens)
 
 
@@ -183,7 +204,7 @@ def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
                          f"and causal attention T_q <= T_k, so that every query sees a key")
     kr = k.float().repeat_interleave(group, dim=1)                     # [T_k, H_q, D]
     vr = v.float().repeat_interleave(group, dim=1)
-    scores = torch.einsum("qhd,khd->hqk", q.float(), kr) * _scale(scale, q.shape[-1])
+    scores = torch.einsum("qhd,khd->hqk", q.float(), kr) * check_scale(scale, q.shape[-1])
     if causal:
         future = torch.ones(t_q, t_k, dtype=torch.bool, device=q.device).triu(t_k - t_q + 1)
         scores = scores.masked_fill(future, float("-inf"))
@@ -243,7 +264,7 @@ def paged_decode_gather(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     into buffers sized for the longest request and reused.
     """
     tables, lens = check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens)
-    scale = _scale(scale, q.shape[-1])
+    scale = check_scale(scale, q.shape[-1])
     S = k_cache.shape[1]
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     longest = -(-int(lens.max()) // S) if len(lens) else 0
@@ -273,7 +294,7 @@ def paged_decode_online(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     batch, h_q, d = q.shape
     S, h_kv = k_cache.shape[1], k_cache.shape[2]
     group = h_q // h_kv
-    scale = _scale(scale, d)
+    scale = check_scale(scale, d)
     k_buf = k_cache.new_empty(step, *k_cache.shape[1:])                # reused by every step
     v_buf = v_cache.new_empty(step, *v_cache.shape[1:])
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
@@ -314,5 +335,10 @@ def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     cached = check_int("num_cached", num_cached, minimum=0)
     if q.shape[0] < 1:
         raise ValueError(f"q has shape {_shape(q)}: prefill needs at least one new token")
-    k, v = gather_kv(k_cache, v_cache, block_table, cached + q.shape[0])
-    return _grouped_attention(q, k, v, True, _scale(scale, q.shape[-1])).to(q.dtype)
+    scale = check_scale(scale, q.shape[-1])
+    table = index_tensor("block_table", block_table, 1)
+    total = cached + q.shape[0]
+    _check_capacity(f"num_cached={cached} + {q.shape[0]} new tokens (q {_shape(q)}) = {total} tokens",
+                    total, table, k_cache.shape[1])
+    k, v = gather_kv(k_cache, v_cache, table, total)
+    return _grouped_attention(q, k, v, True, scale).to(q.dtype)

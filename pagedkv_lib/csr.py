@@ -13,6 +13,7 @@ and still give a last-page length in ``[1, S]``. Outputs are ``torch.int32`` lik
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .errors import check_int
@@ -20,13 +21,24 @@ from .errors import check_int
 PAD_BLOCK = -1
 """Block-table entry past a request's last block: "no block here"."""
 
+_INT32_MAX = 2**31 - 1
+
 
 def index_tensor(name: str, value, dims: int) -> torch.Tensor:
     """``value`` (block ids, lengths, slots) as an int64 tensor of ``dims`` dimensions.
 
-    Raises TypeError for non-integer dtypes and ValueError naming the shape for the wrong rank.
+    An empty list (or nested empty lists) holds no numbers of any type and becomes an empty int64
+    tensor; an empty float *tensor* or *array* is still refused. Raises TypeError for non-integer
+    dtypes and ValueError naming the shape for the wrong rank or a ragged nested list.
     """
-    value = torch.as_tensor(value)
+    given = value
+    try:
+        value = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError, OverflowError) as exc:  # ragged rows, strings, huge ints
+        raise (TypeError if isinstance(exc, TypeError) else ValueError)(
+            f"{name} must be a rectangular tensor of integers, got {given!r}") from exc
+    if value.numel() == 0 and not isinstance(given, (torch.Tensor, np.ndarray)):
+        value = value.to(torch.int64)  # torch.as_tensor([]) is float32, but [] is no float
     if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
         raise TypeError(f"{name} must hold integers, got dtype {value.dtype}")
     if value.dim() != dims:
@@ -38,7 +50,9 @@ def to_csr(block_tables, seq_lens, block_size: int):
     """Turn padded block tables ``[B, max_blocks]`` and lengths ``[B]`` (tokens) into CSR.
 
     Returns ``(kv_indptr [B+1], kv_indices [sum N_i], kv_last_page_len [B])``; only the first
-    ``N_i = ceil(T_i / S)`` entries of row ``i`` are read, so padding may hold anything.
+    ``N_i = ceil(T_i / S)`` entries of row ``i`` are read, so padding may hold anything. Those
+    entries must be block ids in ``[0, 2**31 - 1]``: the outputs are int32, and a larger id
+    would wrap around instead of naming its block.
     """
     S = check_int("block_size", block_size, minimum=1)
     tables = index_tensor("block_tables", block_tables, 2)
@@ -58,7 +72,17 @@ def to_csr(block_tables, seq_lens, block_size: int):
     indptr = torch.zeros(lens.shape[0] + 1, dtype=torch.int64, device=lens.device)
     indptr[1:] = torch.cumsum(n_blocks, 0)
     last_page_len = lens - S * (n_blocks - 1)
-    return indptr.to(torch.int32), tables[used].to(torch.int32), last_page_len.to(torch.int32)
+    indices = tables[used]
+    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) > _INT32_MAX):
+        bad = indices[(indices < 0) | (indices > _INT32_MAX)].tolist()
+        raise ValueError(f"block_tables {tuple(tables.shape)} names block ids {bad[:8]} within seq_lens "
+                         f"{lens.tolist()}: the entries a length uses must be block ids in "
+                         f"[0, {_INT32_MAX}] (int32), only entries past them may be padding")
+    for out_name, out in (("kv_indptr", indptr), ("kv_last_page_len", last_page_len)):
+        if out.numel() and int(out.max()) > _INT32_MAX:
+            raise ValueError(f"seq_lens {lens.tolist()} with block_size={S} give {out_name} values up to "
+                             f"{int(out.max())}, past int32's {_INT32_MAX}")
+    return indptr.to(torch.int32), indices.to(torch.int32), last_page_len.to(torch.int32)
 
 
 def from_csr(kv_indptr, kv_indices, kv_last_page_len, block_size: int, *, max_blocks: int | None = None):
@@ -80,6 +104,9 @@ def from_csr(kv_indptr, kv_indices, kv_last_page_len, block_size: int, *, max_bl
                          f"len(kv_indices)={indices.shape[0]}, got {indptr.tolist()}")
     if last.numel() and (int(last.min()) < 1 or int(last.max()) > S):
         raise ValueError(f"kv_last_page_len must lie in [1, block_size={S}], got {last.tolist()}")
+    if indices.numel() and int(indices.min()) < 0:
+        raise ValueError(f"kv_indices must be block ids >= 0 (a negative id would read as {PAD_BLOCK} "
+                         f"padding in the block tables), got {indices[indices < 0].tolist()[:8]}")
     longest = int(n_blocks.max()) if n_blocks.numel() else 0
     width = longest if max_blocks is None else check_int("max_blocks", max_blocks, minimum=longest)
     tables = torch.full((last.shape[0], width), PAD_BLOCK, dtype=torch.int64, device=indices.device)

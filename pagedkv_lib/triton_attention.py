@@ -15,12 +15,9 @@ imports this one, so the rest works without Triton.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
-from .attention import check_decode_inputs
-from .errors import check_number
+from .attention import check_decode_inputs, check_scale
 
 try:
     import triton
@@ -148,8 +145,7 @@ def paged_decode_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     within :data:`pagedkv_lib.attention.TOLERANCES` of the fp32 result.
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scale = check_number("scale", scale, low=0.0, high=math.inf, low_open=True, high_open=True)
+    scale = check_scale(scale, q.shape[-1])
     return launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale)
 
 

@@ -232,7 +232,8 @@ def test_bad_decode_input_raises_value_error_naming_the_shapes(decode, change, m
 
 def test_bad_prefill_and_dense_input_raise_value_error():
     k_cache, v_cache, tables, _, _ = make_paged([10], 8, 2, 16)
-    with pytest.raises(ValueError, match=r"capacity.*\(1, 3\)"):
+    with pytest.raises(ValueError, match=r"num_cached=10 \+ 20 new tokens.*= 30 tokens exceed the capacity of "
+                                         r"block_table with shape \(3,\): 3 blocks x 8 tokens = 24"):
         A.paged_prefill(torch.randn(20, 4, 16), k_cache, v_cache, tables[0], 10)
     with pytest.raises(ValueError, match=r"\(4, 3, 16\).*multiple"):
         A.dense_attention(torch.randn(4, 3, 16), torch.randn(4, 2, 16), torch.randn(4, 2, 16))
@@ -242,3 +243,50 @@ def test_bad_prefill_and_dense_input_raise_value_error():
         A.dense_attention(torch.randn(1, 2, 16).half(), torch.randn(4, 2, 16), torch.randn(4, 2, 16))
     with pytest.raises(ValueError, match="step_blocks"):
         A.paged_decode_online(*_decode_args(), step_blocks=0)
+
+
+def test_messages_name_the_arguments_the_caller_passed():
+    k_cache, v_cache, tables, _, _ = make_paged([10], 8, 2, 16)
+    with pytest.raises(ValueError, match=r"num_cached=9 \+ 1 new tokens.*= 10 tokens.*block_table with shape \(1,\)"):
+        A.paged_prefill(torch.randn(1, 4, 16), k_cache, v_cache, tables[0, :1], 9)
+    with pytest.raises(ValueError, match=r"num_tokens=25 exceed the capacity of block_table with shape \(3,\)"):
+        A.gather_kv(k_cache, v_cache, tables[0], 25)
+    with pytest.raises(ValueError, match=r"block_table \(2,\) names block ids \[99\]"):
+        A.gather_kv(k_cache, v_cache, torch.tensor([0, 99]), 9)
+
+
+def test_write_kv_accepts_an_empty_slot_list():
+    k_cache = torch.zeros(3, 4, 2, 8)
+    v_cache = torch.zeros_like(k_cache)
+    A.write_kv(k_cache, v_cache, torch.zeros(0, 2, 8), torch.zeros(0, 2, 8), [])
+    assert not k_cache.any() and not v_cache.any()
+    with pytest.raises(TypeError, match="slot_mapping must hold integers"):
+        A.write_kv(k_cache, v_cache, torch.zeros(1, 2, 8), torch.zeros(1, 2, 8), [0.0])
+
+
+BAD_SCALES = [(float("nan"), ValueError), (float("inf"), ValueError), (0.0, ValueError), (-1.0, ValueError),
+              ("x", TypeError), (True, TypeError)]
+
+
+def _every_attention(scale):
+    """Each torch attention function once, on valid inputs (the same for every ``scale``), with ``scale``."""
+    torch.manual_seed(0)
+    q, k_cache, v_cache, tables, lens = _decode_args()
+    yield lambda: A.paged_decode_gather(q, k_cache, v_cache, tables, lens, scale=scale)
+    yield lambda: A.paged_decode_online(q, k_cache, v_cache, tables, lens, scale=scale)
+    yield lambda: A.paged_prefill(q[:1], k_cache, v_cache, tables[0], 4, scale=scale)
+    k, v = A.gather_kv(k_cache, v_cache, tables[0], 5)
+    yield lambda: A.dense_attention(q[:1], k, v, scale=scale)
+
+
+@pytest.mark.parametrize("scale, error", BAD_SCALES)
+def test_every_attention_function_refuses_a_scale_that_is_not_positive_and_finite(scale, error):
+    for call in _every_attention(scale):
+        with pytest.raises(error, match=r"scale must be a number in \(0.0, inf\)"):
+            call()
+
+
+def test_a_valid_scale_is_used_and_none_means_one_over_sqrt_head_dim():
+    assert A.check_scale(None, 16) == 0.25 and A.check_scale(2, 16) == 2.0
+    for default, explicit in zip(_every_attention(None), _every_attention(0.25)):
+        torch.testing.assert_close(default(), explicit(), atol=0, rtol=0)

@@ -14,7 +14,10 @@ def tables_and_lens(draw):
     lens = draw(st.lists(st.integers(1, 100), min_size=1, max_size=6))
     width = max(-(-t // S) for t in lens) + draw(st.integers(0, 3))
     ids = draw(st.lists(st.integers(-1, 500), min_size=len(lens) * width, max_size=len(lens) * width))
-    return torch.tensor(ids).view(len(lens), width), torch.tensor(lens), S
+    tables = torch.tensor(ids).view(len(lens), width)
+    used = torch.arange(width) < ((torch.tensor(lens) + S - 1) // S)[:, None]
+    tables[used] = tables[used].clamp(min=0)  # used entries are real block ids; padding is anything
+    return tables, torch.tensor(lens), S
 
 
 def test_flashinfer_example_by_hand():
@@ -71,3 +74,37 @@ def test_from_csr_rejects_bad_input(args, match):
         from_csr(*[torch.tensor(a) for a in args], 2)
     with pytest.raises(ValueError, match="max_blocks"):
         from_csr(torch.tensor([0, 2]), torch.tensor([4, 5]), torch.tensor([1]), 2, max_blocks=1)
+
+
+def test_empty_lists_are_an_empty_batch_not_floats():
+    indptr, indices, last = to_csr(torch.zeros(0, 3, dtype=torch.long), [], 4)
+    assert indptr.tolist() == [0] and indices.numel() == 0 and last.numel() == 0
+    tables, lens = from_csr([0], [], [], 4)
+    assert tables.shape == (0, 0) and lens.numel() == 0
+    assert tables.dtype == lens.dtype == torch.int64
+    tables, lens = from_csr(torch.tensor([0]), [], torch.tensor([], dtype=torch.int32), 4, max_blocks=2)
+    assert tables.shape == (0, 2)
+    with pytest.raises(TypeError, match="block_tables must hold integers, got dtype torch.float32"):
+        to_csr(torch.zeros(0, 3), [], 4)  # an explicit float tensor is still refused
+
+
+@pytest.mark.parametrize("tables, lens, match", [
+    ([[2**31 + 5]], [1], r"block ids \[2147483653\].*\[0, 2147483647\]"),
+    ([[-1, 2]], [3], r"block ids \[-1\] within seq_lens \[3\]"),
+    ([[0, -7]], [5], r"block ids \[-7\]"),
+    ([[0, 1], [2]], [3, 3], "block_tables must be a rectangular tensor of integers"),
+])
+def test_to_csr_refuses_used_entries_that_are_not_int32_block_ids(tables, lens, match):
+    with pytest.raises(ValueError, match=match):
+        to_csr(tables, lens, 4)
+
+
+def test_to_csr_reads_nothing_past_the_used_entries():
+    indptr, indices, last = to_csr([[5, -1, 2**40]], [3], 4)
+    assert (indptr.tolist(), indices.tolist(), last.tolist()) == ([0, 1], [5], [3])
+    assert int(to_csr([[2**31 - 1]], [1], 4)[1][0]) == 2**31 - 1  # the largest int32 id is fine
+
+
+def test_from_csr_refuses_negative_page_ids():
+    with pytest.raises(ValueError, match=r"kv_indices must be block ids >= 0.*\[-1\]"):
+        from_csr([0, 2], [3, -1], [1], 4)

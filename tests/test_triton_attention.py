@@ -22,7 +22,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib.attention import TOLERANCES, dense_attention, gather_kv
+from pagedkv_lib.attention import TOLERANCES, dense_attention, gather_kv, paged_decode_gather
 
 ON_GPU = torch.cuda.is_available()
 if not ON_GPU:
@@ -203,8 +203,12 @@ def test_bad_input_raises_an_error_naming_the_shapes(tri, change, error, words):
 def test_bad_scale_is_rejected(tri, scale):
     args = make_case(lens=[2], block_size=4, num_kv_heads=1, group=1, head_dim=8,
                      dtype=torch.float32, device=_device(tri))
-    with pytest.raises((TypeError, ValueError), match="scale"):
+    with pytest.raises((TypeError, ValueError), match="scale") as triton_error:
         tri.paged_decode_triton(*args, scale=scale)
+    # One shared check: the torch reference refuses the same scale with the same error and message.
+    with pytest.raises(type(triton_error.value)) as torch_error:
+        paged_decode_gather(*[t.cpu() for t in args], scale=scale)
+    assert str(torch_error.value) == str(triton_error.value)
 
 
 def test_only_the_slots_a_sequence_owns_are_read(tri):

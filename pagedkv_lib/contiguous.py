@@ -141,6 +141,8 @@ class ContiguousArena:
         ``next_request_len`` is the final length (tokens) of the next waiting request, or ``None``
         when no request waits (then ``external_fragmentation`` is 0; see the module doc).
         """
+        if next_request_len is not None:
+            next_request_len = check_int("next_request_len", next_request_len, minimum=1, maximum=self.max_len)
         need = None if next_request_len is None else self.reservation_for(next_request_len)
         out = dict.fromkeys(CATEGORIES, 0)
         for run in self._runs.values():
@@ -166,7 +168,11 @@ class ContiguousArena:
             raise InvariantError(f"invariant broken: a run ends at slot {end}, past the arena of {self.num_slots}")
 
     def _run(self, request_id) -> _Run:
-        run = self._runs.get(request_id)
+        try:
+            run = self._runs.get(request_id)
+        except TypeError:
+            raise TypeError(f"request_id must be a request id (a non-empty string), got {request_id!r} "
+                            f"({type(request_id).__name__}, unhashable)") from None
         if run is None:
             raise UnknownRequestError(f"request_id {request_id!r} is not admitted (never admitted, or "
                                       f"already released)")

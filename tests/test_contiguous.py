@@ -76,7 +76,13 @@ def test_external_fragmentation_depends_on_the_next_request():
     (lambda a: a.grow("a", 3), ValueError, r"n must be an integer in \[0, 2\], got 3"),
     (lambda a: a.grow("zz"), UnknownRequestError, "'zz' is not admitted"),
     (lambda a: a.release("zz"), UnknownRequestError, "'zz'"),
-    (lambda a: a.categories(next_request_len=0), ValueError, "final_len"),
+    (lambda a: a.categories(next_request_len=0), ValueError,
+     r"^next_request_len must be an integer in \[1, 64\], got 0$"),
+    (lambda a: a.categories(next_request_len=99), ValueError,
+     r"^next_request_len must be an integer in \[1, 64\], got 99$"),
+    (lambda a: a.categories(next_request_len=2.0), TypeError, r"^next_request_len must be an integer"),
+    (lambda a: a.grow(["a"]), TypeError, r"request_id must be a request id.*\['a'\]"),
+    (lambda a: a.release(["a"]), TypeError, r"request_id must be a request id.*\['a'\]"),
 ])
 def test_bad_input_raises_and_changes_nothing(call, error, words):
     arena = ContiguousArena(32, "oracle", max_len=64)

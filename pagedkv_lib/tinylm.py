@@ -68,6 +68,8 @@ class TinyConfig:
             raise ValueError(f"dim={self.dim} must split into num_heads={self.num_heads} heads of an even size")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads={self.num_heads} must be a multiple of num_kv_heads={self.num_kv_heads}")
+        for name in ("rope_theta", "norm_eps"):  # both divide or exponentiate: positive and finite
+            check_number(name, getattr(self, name), low=0.0, high=math.inf, low_open=True, high_open=True)
 
     @property
     def head_dim(self) -> int:
@@ -155,10 +157,16 @@ class _Sampler:
         return int(torch.argmax(logits / self.temperature + torch.from_numpy(gumbel).to(logits.dtype)))
 
 
-def _check_generation(prompt_ids, max_new_tokens, temperature, seed, config: TinyConfig):
-    prompt = [check_int("prompt token", t, minimum=0, maximum=config.vocab_size - 1) for t in prompt_ids]
+def _check_generation(prompt_ids, max_new_tokens, temperature, seed, config: TinyConfig,
+                      name: str = "prompt_ids"):
+    if isinstance(prompt_ids, (str, bytes)) or not _is_iterable(prompt_ids):
+        hint = " (turn text into token ids with encode(text))" if isinstance(prompt_ids, str) else ""
+        raise TypeError(f"{name} must be a sequence of integer token ids{hint}, got {prompt_ids!r} "
+                        f"({type(prompt_ids).__name__})")
+    prompt = [check_int(f"each token of {name}", t, minimum=0, maximum=config.vocab_size - 1)
+              for t in prompt_ids]
     if not prompt:
-        raise ValueError("prompt_ids must hold at least one token, got an empty prompt")
+        raise ValueError(f"{name} must hold at least one token, got an empty prompt")
     steps = check_int("max_new_tokens", max_new_tokens, minimum=1)
     if len(prompt) + steps > config.max_seq_len:
         raise ValueError(f"prompt of {len(prompt)} tokens + max_new_tokens={steps} exceeds "
@@ -166,6 +174,14 @@ def _check_generation(prompt_ids, max_new_tokens, temperature, seed, config: Tin
     check_number("temperature", temperature, low=0.0, high=100.0)
     check_int("seed", seed, minimum=0)
     return prompt, steps
+
+
+def _is_iterable(value) -> bool:
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
 
 
 @dataclass
@@ -185,6 +201,7 @@ def generate(model: TinyLM, prompt_ids, max_new_tokens: int, *, temperature: flo
     """
     c = model.config
     prompt, steps = _check_generation(prompt_ids, max_new_tokens, temperature, seed, c)
+    sample = check_int("sample", sample, minimum=0)
     capacity = len(prompt) + steps
     k_cache = torch.zeros(c.num_layers, capacity, c.num_kv_heads, c.head_dim)
     v_cache = torch.zeros_like(k_cache)
@@ -255,7 +272,17 @@ def generate_paged(model: TinyLM, prompts, max_new_tokens: int, *, num_samples: 
     raises :class:`~pagedkv_lib.errors.OutOfBlocksError` (there is no preemption here).
     """
     c = model.config
-    prompts = [_check_generation(p, max_new_tokens, temperature, seed, c)[0] for p in prompts]
+    if isinstance(prompts, (str, bytes)) or not _is_iterable(prompts):
+        raise TypeError(f"prompts must be a list of prompts, each a list of token ids, got {prompts!r} "
+                        f"({type(prompts).__name__})")
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts must hold at least one prompt, got none")
+    if not any(_is_iterable(p) for p in prompts):
+        raise TypeError(f"prompts must be a list of prompts, each a list of token ids, got a flat list "
+                        f"{prompts!r}: to generate for one prompt, pass [prompt]")
+    prompts = [_check_generation(p, max_new_tokens, temperature, seed, c, f"prompts[{i}]")[0]
+               for i, p in enumerate(prompts)]
     n = check_int("num_samples", num_samples, minimum=1)
     S = check_int("block_size", block_size, minimum=1)
     if num_blocks is None:

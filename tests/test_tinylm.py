@@ -110,3 +110,31 @@ def test_bad_config_raises():
         T.TinyConfig(num_heads=8, num_kv_heads=3)
     with pytest.raises(ValueError, match="even size"):
         T.TinyConfig(dim=24, num_heads=8)
+    with pytest.raises(ValueError, match=r"^norm_eps must be a number in \(0.0, inf\), got -1.0$"):
+        T.TinyConfig(norm_eps=-1.0)
+    with pytest.raises(ValueError, match=r"^norm_eps must be a number in \(0.0, inf\), got 0.0$"):
+        T.TinyConfig(norm_eps=0.0)
+    with pytest.raises(TypeError, match=r"^rope_theta must be a number in \(0.0, inf\), got 'x'"):
+        T.TinyConfig(rope_theta="x")
+    with pytest.raises(ValueError, match=r"^rope_theta must be a number.*got nan$"):
+        T.TinyConfig(rope_theta=float("nan"))
+    assert T.TinyConfig(rope_theta=500000, norm_eps=1e-6).rope_theta == 500000
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: T.generate(MODEL, [1, 2], 2, sample=-1), ValueError, r"^sample must be an integer >= 0, got -1$"),
+    (lambda: T.generate(MODEL, [1, 2], 2, sample=1.5, temperature=1.0), TypeError,
+     r"^sample must be an integer >= 0, got 1.5 \(float\)$"),
+    (lambda: T.generate(MODEL, "hi", 2), TypeError, r"^prompt_ids must be a sequence.*encode\(text\).*'hi'"),
+    (lambda: T.generate(MODEL, 7, 2), TypeError, r"^prompt_ids must be a sequence of integer token ids, got 7"),
+    (lambda: T.generate_paged(MODEL, [], 4), ValueError, r"^prompts must hold at least one prompt, got none$"),
+    (lambda: T.generate_paged(MODEL, [1, 2, 3], 4), TypeError, r"^prompts must be a list of prompts.*flat list "
+                                                                 r"\[1, 2, 3\].*pass \[prompt\]"),
+    (lambda: T.generate_paged(MODEL, 7, 4), TypeError, r"^prompts must be a list of prompts.*got 7 \(int\)$"),
+    (lambda: T.generate_paged(MODEL, [[1], [2, 300]], 4), ValueError,
+     r"^each token of prompts\[1\] must be an integer in \[0, 255\], got 300$"),
+    (lambda: T.generate_paged(MODEL, [[1], []], 4), ValueError, r"^prompts\[1\] must hold at least one token"),
+])
+def test_bad_generation_arguments_name_what_the_caller_passed(call, error, words):
+    with pytest.raises(error, match=words):
+        call()

@@ -29,11 +29,12 @@ _DTYPE_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat1
                   "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
 
-def dtype_bytes(dtype: str) -> int:
+def dtype_bytes(dtype: str, name: str = "dtype") -> int:
     """Bytes per scalar for a dtype name such as ``"fp16"`` (aliases like ``"bfloat16"`` work)."""
-    if isinstance(dtype, str):
-        dtype = _DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
-    return DTYPE_BYTES[check_choice("dtype", dtype, DTYPE_BYTES)]
+    if not isinstance(dtype, str):
+        raise TypeError(f"{name} must be a dtype name, one of {', '.join(DTYPE_BYTES)}; got {dtype!r}")
+    dtype = _DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
+    return DTYPE_BYTES[check_choice(name, dtype, DTYPE_BYTES)]
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,9 @@ class ModelSpec:
     For multi-head latent attention (MLA, DeepSeek-V2/V3) set ``kv_lora_rank`` and
     ``rope_head_dim``: such a model caches one compressed latent of
     ``kv_lora_rank + rope_head_dim`` scalars per layer and token instead of separate K and V.
-    ``num_params`` (count) estimates weight bytes; ``max_context`` is in tokens.
+    ``num_params`` (count) and ``weight_dtype`` estimate weight bytes (the cache ``dtype`` does
+    not change the weights); ``max_context`` is in tokens. Integer fields are stored as Python
+    ints, so numpy integers cannot overflow in the byte counts.
     """
 
     name: str
@@ -58,25 +61,33 @@ class ModelSpec:
     max_context: int | None = None
     kv_lora_rank: int | None = None
     rope_head_dim: int | None = None
+    weight_dtype: str = "fp16"
 
     def __post_init__(self):
-        check_int("num_layers", self.num_layers, minimum=1)
-        check_int("num_kv_heads", self.num_kv_heads, minimum=1)
-        check_int("head_dim", self.head_dim, minimum=1)
+        def store_int(field: str, minimum: int, optional: bool = False) -> None:
+            value = getattr(self, field)
+            if not (optional and value is None):
+                object.__setattr__(self, field, check_int(field, value, minimum=minimum))
+
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"name must be a non-empty string, got {self.name!r}")
+        store_int("num_layers", 1)
+        store_int("num_kv_heads", 1)
+        store_int("head_dim", 1)
         dtype_bytes(self.dtype)
-        if self.num_query_heads is not None:
-            check_int("num_query_heads", self.num_query_heads, minimum=1)
-            if self.num_query_heads % self.num_kv_heads:
-                raise ValueError(f"num_query_heads must be a multiple of num_kv_heads={self.num_kv_heads}, "
-                                 f"got {self.num_query_heads}")
-        if self.max_context is not None:
-            check_int("max_context", self.max_context, minimum=1)
+        dtype_bytes(self.weight_dtype, "weight_dtype")
+        store_int("num_query_heads", 1, optional=True)
+        if self.num_query_heads is not None and self.num_query_heads % self.num_kv_heads:
+            raise ValueError(f"num_query_heads must be a multiple of num_kv_heads={self.num_kv_heads}, "
+                             f"got {self.num_query_heads}")
+        if self.num_params is not None:
+            check_number("num_params", self.num_params, low=0.0, high=float("inf"), low_open=True, high_open=True)
+        store_int("max_context", 1, optional=True)
         if (self.kv_lora_rank is None) != (self.rope_head_dim is None):
             raise ValueError("an MLA model needs both kv_lora_rank and rope_head_dim (or neither), "
                              f"got kv_lora_rank={self.kv_lora_rank}, rope_head_dim={self.rope_head_dim}")
-        if self.kv_lora_rank is not None:
-            check_int("kv_lora_rank", self.kv_lora_rank, minimum=1)
-            check_int("rope_head_dim", self.rope_head_dim, minimum=0)
+        store_int("kv_lora_rank", 1, optional=True)
+        store_int("rope_head_dim", 0, optional=True)
 
     @property
     def is_mla(self) -> bool:
@@ -90,16 +101,19 @@ class ModelSpec:
 
     @property
     def weight_bytes(self) -> int | None:
-        """Estimated bytes of the weights at ``dtype`` (``num_params * b``), if known."""
-        return None if self.num_params is None else int(self.num_params * self.bytes_per_scalar)
+        """Estimated bytes of the weights (``num_params`` times bytes of ``weight_dtype``), if known."""
+        return None if self.num_params is None else int(self.num_params * dtype_bytes(self.weight_dtype))
 
     def with_dtype(self, dtype: str) -> "ModelSpec":
-        """The same model with a different cache dtype (for example ``"fp8"``)."""
+        """The same model with a different KV-cache dtype (for example ``"fp8"``); weights unchanged."""
         return replace(self, dtype=dtype)
 
 
 def _spec(name, L, H_kv, d, H_q, params, ctx, **mla) -> ModelSpec:
-    return ModelSpec(name, L, H_kv, d, "bf16" if mla else "fp16", H_q, params, ctx, **mla)
+    # DeepSeek-V3 publishes bf16 activations/cache and fp8 weights; the others fp16 throughout.
+    if mla:
+        return ModelSpec(name, L, H_kv, d, "bf16", H_q, params, ctx, weight_dtype="fp8", **mla)
+    return ModelSpec(name, L, H_kv, d, "fp16", H_q, params, ctx)
 
 
 MODELS: dict[str, ModelSpec] = {s.name: s for s in [
@@ -126,7 +140,9 @@ def get_model(name: str | ModelSpec, dtype: str | None = None) -> ModelSpec:
         spec = name
     else:
         by_lower = {k.lower(): v for k, v in MODELS.items()}
-        if not isinstance(name, str) or name.lower() not in by_lower:
+        if not isinstance(name, str):
+            raise TypeError(f"model must be a ModelSpec or a preset name ({', '.join(MODELS)}); got {name!r}")
+        if name.lower() not in by_lower:
             raise ValueError(f"model must be a ModelSpec or one of {', '.join(MODELS)}; got {name!r}")
         spec = by_lower[name.lower()]
     return spec if dtype is None else spec.with_dtype(dtype)
@@ -206,7 +222,8 @@ def kv_capacity(model: str | ModelSpec, gpu_memory_bytes: int, *, weight_bytes: 
 
     ``kv_bytes = utilization * gpu_memory_bytes - weight_bytes - other_bytes``, the way vLLM
     sizes its cache (``other_bytes`` stands for activations and workspace). ``weight_bytes``
-    defaults to the preset's ``num_params * b``. ``blocks = kv_bytes // (S * C_tok)`` and
+    defaults to the preset's estimate (``num_params`` at ``weight_dtype``; the cache ``dtype`` does
+    not change it). ``blocks = kv_bytes // (S * C_tok)`` and
     ``tokens = blocks * S``: a request longer than ``tokens`` cannot be served at all, which is
     the question behind serving errors such as "max seq len is larger than the KV cache".
     """

@@ -39,8 +39,9 @@ def check_value(name: str, got: Any, expected: Any, *, rel_tol: float = 1e-9, ab
     """
     if got is None:
         raise AssertionError(f"{name} is still None: write your answer in the cell above and run it.")
-    if _is_int(expected) and isinstance(got, float):
-        raise AssertionError(f"{name} should be a whole number (an int), got {got!r} (a float): "
+    got = _plain(got)
+    if _float_for_int(got, expected):
+        raise AssertionError(f"{name} should hold whole numbers (ints), got {got!r}: "
                              "use // for integer division, or round where the question says how.")
     if _same(got, expected, rel_tol, abs_tol):
         return
@@ -54,6 +55,7 @@ def check_known_mistakes(name: str, got: Any, misconceptions: Iterable[tuple[Any
 
     Visible test cells use it to explain common mistakes while the exact check stays hidden.
     """
+    got = _plain(got)
     for wrong, why in misconceptions:
         if got is not None and _same(got, wrong, rel_tol, abs_tol):
             raise AssertionError(f"{name} = {got!r} is not right. {why}")
@@ -63,7 +65,24 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
+def _plain(x: Any) -> Any:
+    """numpy scalars and arrays, and torch tensors, as the Python values and lists they hold."""
+    return x.tolist() if callable(getattr(x, "tolist", None)) else x
+
+
+def _float_for_int(got: Any, expected: Any) -> bool:
+    """True where ``expected`` holds an int and ``got`` a float at the same place (at any depth)."""
+    if _is_int(expected):
+        return isinstance(got, float)
+    if isinstance(expected, (list, tuple)) and isinstance(got, (list, tuple)):
+        return any(_float_for_int(g, e) for g, e in zip(got, expected))
+    if isinstance(expected, dict) and isinstance(got, dict):
+        return any(_float_for_int(got[k], expected[k]) for k in expected.keys() & got.keys())
+    return False
+
+
 def _same(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
+    a, b = _plain(a), _plain(b)
     if isinstance(b, bool) or isinstance(a, bool):
         return a is b
     if _is_int(a) and _is_int(b):

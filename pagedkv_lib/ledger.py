@@ -36,8 +36,9 @@ class Request:
     def __post_init__(self):
         if not isinstance(self.id, str) or not self.id:
             raise TypeError(f"request id must be a non-empty string, got {self.id!r}")
-        check_int(f"prefix of request {self.id!r}", self.prefix, minimum=0)
-        check_int(f"tail of request {self.id!r}", self.tail, minimum=0)
+        # stored as Python ints, so numpy integers cannot overflow in the sums
+        object.__setattr__(self, "prefix", check_int(f"prefix of request {self.id!r}", self.prefix, minimum=0))
+        object.__setattr__(self, "tail", check_int(f"tail of request {self.id!r}", self.tail, minimum=0))
         if self.group is not None and (not isinstance(self.group, str) or not self.group):
             raise TypeError(f"group of request {self.id!r} must be a non-empty string or None, got {self.group!r}")
 

@@ -66,6 +66,9 @@ def plot_block_tables(ledger: Ledger, ax=None):
 
 def plot_slack_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int], ax=None):
     """Measured tail slack per request against the ``(S-1)/2`` prediction, for each block size ``S``."""
+    if not len(lengths) or not len(block_sizes):
+        raise ValueError(f"need at least one request and one block size, got {len(lengths)} lengths "
+                         f"and block_sizes={list(block_sizes)!r}")
     ax = _axes(ax, (6, 3.5))
     measured = [acc.tail_slack(lengths, S) / len(lengths) for S in block_sizes]
     predicted = [acc.expected_slack_per_request(S) for S in block_sizes]
@@ -82,6 +85,8 @@ def plot_slack_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int],
 
 def plot_kv_capacity(models: Sequence[str], gpu_memory_bytes: int, ax=None, **capacity_kwargs):
     """Horizontal bars: tokens of KV cache that fit beside each model's weights on one GPU."""
+    if not len(models):
+        raise ValueError("models must name at least one model preset or ModelSpec, got none")
     ax = _axes(ax, (6, 0.45 * len(models) + 1))
     caps = [acc.kv_capacity(m, gpu_memory_bytes, **capacity_kwargs).tokens for m in models]
     y = np.arange(len(models))

@@ -120,3 +120,34 @@ def test_bad_input_names_argument_value_and_allowed(call, words):
         call()
     for w in words:
         assert w in str(info.value), (w, str(info.value))
+
+
+def test_numpy_integers_are_stored_as_python_ints_and_cannot_overflow():
+    import numpy as np
+    spec = ModelSpec("x", np.int16(80), np.int16(64), np.int16(128))
+    assert type(spec.num_layers) is int
+    assert acc.bytes_per_token(spec) == 2 * 80 * 64 * 128 * 2
+    big = ModelSpec("y", np.int32(80), np.int32(64), np.int32(128))
+    assert acc.logical_bytes([np.int64(10**6)], big) == 10**6 * 2 * 80 * 64 * 128 * 2
+
+
+def test_cache_dtype_does_not_change_the_weights():
+    fp16 = acc.kv_capacity("Llama-2-7B", 80 * GiB)
+    fp8 = acc.kv_capacity("Llama-2-7B", 80 * GiB, dtype="fp8")
+    assert fp8.kv_bytes == fp16.kv_bytes                 # same weights, same budget
+    assert fp8.bytes_per_token * 2 == fp16.bytes_per_token
+    assert fp8.blocks in (2 * fp16.blocks, 2 * fp16.blocks + 1)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: acc.dtype_bytes(None), ["dtype", "None", "fp16"]),
+    (lambda: acc.get_model(3), ["model", "3", "OPT-13B"]),
+    (lambda: ModelSpec("", 2, 2, 64), ["name", "non-empty"]),
+    (lambda: ModelSpec("x", 2, 2, 64, num_params="7e9"), ["num_params", "7e9"]),
+    (lambda: ModelSpec("x", 2, 2, 64, weight_dtype="int2"), ["weight_dtype", "int2"]),
+])
+def test_more_bad_input_is_explained(call, words):
+    with pytest.raises((ValueError, TypeError)) as info:
+        call()
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))

@@ -75,3 +75,23 @@ def test_known_mistakes_are_named_and_anything_else_passes():
         check_known_mistakes("blocks", 9216, [(9216, "You forgot the weights.")])
     check_known_mistakes("blocks", 7609, [(9216, "You forgot the weights.")])
     check_known_mistakes("blocks", None, [(9216, "You forgot the weights.")])
+
+
+def test_numpy_and_torch_answers_are_judged_by_their_values():
+    import numpy as np
+    import torch
+    check_value("flag", np.bool_(True), True)
+    check_value("n", np.int64(7609), 7609)
+    check_value("pair", np.array([52, 6]), (52, 6))
+    check_value("t", torch.tensor([1, 2]), [1, 2])
+    with pytest.raises(AssertionError, match="whole numbers"):
+        check_value("n", np.float32(5), 5)
+    with pytest.raises(AssertionError, match="is not right. half"):
+        check_value("arr", np.array([1, 3]), [1, 2], misconceptions=[([1, 3], "half")])
+
+
+def test_floats_inside_containers_are_refused_where_ints_are_expected():
+    with pytest.raises(AssertionError, match="whole numbers"):
+        check_value("pair", (52.0, 6.0), (52, 6))
+    with pytest.raises(AssertionError, match="whole numbers"):
+        check_value("d", {"reserved": 28.0}, {"reserved": 28})

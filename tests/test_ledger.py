@@ -101,3 +101,11 @@ def test_block_fill_accounts_for_every_stored_token(reqs, S):
 def test_page_witness_fill_at_block_size_8():
     led = allocate(PAGE_BATCH, 8)
     assert [led.block_fill[b] for b in led.tables["A1"]] == [8, 4, 3]
+
+
+def test_numpy_lengths_become_python_ints():
+    import numpy as np
+    r = Request("a", np.int32(2**31 - 1), np.int32(5))
+    assert type(r.prefix) is int and r.tokens == 2**31 + 4     # no int32 wrap-around
+    small = Request("b", np.int64(12), np.int8(3), "g")
+    assert all(type(v) is int for v in allocate([small], np.int64(4)).summary().values())

@@ -14,6 +14,9 @@ RUN    := PATH="$(BIN):$$PATH"
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[course,dev,triton]'
+	@# JupyterLab: no "get notified about Jupyter news?" pop-up over the lessons
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	@echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}' > $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $(STAMP)
 
 setup: $(STAMP)  ## create or update .venv with the course, the tools and the test deps

@@ -166,8 +166,9 @@ class BlockManager:
     def append_tokens(self, request_id: str, token_ids: Sequence[int]) -> list[tuple[int, int]]:
         """Append generated tokens; return the copy-on-write ``(src, dst)`` block pairs, in order.
 
-        A new block is allocated only when the last one is full. Raises ``OutOfBlocksError`` and
-        changes nothing if the blocks it needs are not free.
+        New blocks are allocated when the tokens overflow the last block, and a partly filled last
+        block that another table also holds is first copied into a fresh block (copy-on-write).
+        Raises ``OutOfBlocksError`` and changes nothing if the blocks it needs are not free.
         """
         try:
             seq = self._seqs.get(request_id)

@@ -192,8 +192,7 @@ class BlockManager:
         """Every other append: new blocks, copy-on-write, and hashing the blocks that became full."""
         S, pool, table, T, n = self.block_size, self._pool, seq.table, len(seq.tokens), len(new)
         filled_last = T % S  # tokens in a partly filled last block (0: the last block is full)
-        cow = filled_last > 0 and pool.ref_cnt[table[-1]] > 1
-        need = -(-(T + n) // S) - len(table) + cow
+        need, cow = self._append_need(seq, n)
         if need > pool.num_free:
             raise OutOfBlocksError(
                 f"request {request_id!r} needs {need} new blocks of {S} token slots to append {n} "
@@ -285,9 +284,17 @@ class BlockManager:
         """Whether appending ``num_tokens`` tokens would succeed now (copy-on-write included)."""
         seq = self._seq(request_id)
         n = check_int("num_tokens", num_tokens, minimum=0)
+        return self._append_need(seq, n)[0] <= self._pool.num_free
+
+    def _append_need(self, seq: _Seq, n: int) -> tuple[int, bool]:
+        """``(need, cow)`` for appending ``n`` tokens: new blocks to take, and whether the last is copied.
+
+        ``cow``: the last block is partly filled and another table holds it, so writing into it
+        first copies it into a fresh block. ``need = cow + ceil((T + n) / S) - len(table)``.
+        """
         T, S = len(seq.tokens), self.block_size
-        cow = T % S > 0 and self._pool.ref_cnt[seq.table[-1]] > 1 and n > 0
-        return -(-(T + n) // S) - len(seq.table) + cow <= self._pool.num_free
+        cow = n > 0 and T % S > 0 and self._pool.ref_cnt[seq.table[-1]] > 1
+        return -(-(T + n) // S) - len(seq.table) + cow, cow
 
     def slot_mapping(self, request_id: str, positions) -> np.ndarray:
         """Flat cache slots (int64) of ``positions`` (token positions in ``[0, T)``) of one request."""

@@ -50,7 +50,7 @@ import numpy as np
 
 from .block_pool import BlockPool
 from .errors import (DuplicateRequestError, InvariantError, OutOfBlocksError,  # noqa: F401 (re-exported)
-                     UnknownRequestError, check_int)
+                     UnknownRequestError, check_int, check_new_id, unhashable_id_error)
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class BlockManager:
         token is computed, see the module doc). Raises ``OutOfBlocksError`` and changes nothing
         if the pool cannot hold the prompt even after evicting cached free blocks.
         """
-        self._check_new_id("request_id", request_id)
+        check_new_id("request_id", request_id, self._seqs)
         tokens = list(_token_list("prompt_token_ids", prompt_token_ids))
         if not tokens:
             raise ValueError(f"prompt_token_ids must hold at least one token, got an empty prompt "
@@ -173,7 +173,7 @@ class BlockManager:
         try:
             seq = self._seqs.get(request_id)
         except TypeError:  # an unhashable id; costs nothing when no exception is raised
-            raise _bad_id("request_id", request_id) from None
+            raise unhashable_id_error("request_id", request_id) from None
         if seq is None:
             raise self._unknown(request_id)
         new = _token_list("token_ids", token_ids)
@@ -216,7 +216,7 @@ class BlockManager:
     def fork(self, parent_id: str, child_id: str) -> None:
         """Start ``child_id`` as a copy of ``parent_id`` that shares every block (never allocates)."""
         parent = self._seq(parent_id, "parent_id")
-        self._check_new_id("child_id", child_id)
+        check_new_id("child_id", child_id, self._seqs)
         ref = self._pool.ref_cnt
         for b in parent.table:
             ref[b] += 1
@@ -243,7 +243,7 @@ class BlockManager:
         try:
             return request_id in self._seqs
         except TypeError:
-            raise _bad_id("request_id", request_id) from None
+            raise unhashable_id_error("request_id", request_id) from None
 
     @property
     def num_requests(self) -> int:
@@ -427,7 +427,7 @@ class BlockManager:
         try:
             seq = self._seqs.get(request_id)
         except TypeError:
-            raise _bad_id(name, request_id) from None
+            raise unhashable_id_error(name, request_id) from None
         if seq is None:
             raise self._unknown(request_id, name)
         return seq
@@ -435,13 +435,6 @@ class BlockManager:
     def _unknown(self, request_id, name: str = "request_id") -> UnknownRequestError:
         return UnknownRequestError(f"{name} {request_id!r} is not a live request (never added, or already "
                                    f"freed); {len(self._seqs)} requests are live")
-
-    def _check_new_id(self, name: str, request_id) -> None:
-        if not isinstance(request_id, str) or not request_id:
-            raise TypeError(f"{name} must be a non-empty string, got {request_id!r}")
-        if request_id in self._seqs:
-            raise DuplicateRequestError(f"{name} {request_id!r} is already a live request; ids must be unique")
-
 
 def slot_mapping_batch(block_tables, positions, block_size: int) -> np.ndarray:
     """Flat cache slots for a batch: ``block_tables[i, p // S] * S + p % S`` for each ``p`` in row i.
@@ -529,11 +522,6 @@ def _salt_ok(salt) -> bool:
     if salt is None or type(salt) in _SALT_TYPES:
         return True
     return type(salt) is tuple and all(_salt_ok(item) for item in salt)
-
-
-def _bad_id(name: str, request_id) -> TypeError:
-    return TypeError(f"{name} must be a request id (a non-empty string), got {request_id!r} "
-                     f"({type(request_id).__name__}, unhashable)")
 
 
 def _require(condition: bool, invariant: str) -> None:

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import bisect
 
-from .errors import DuplicateRequestError, InvariantError, UnknownRequestError
-from .errors import OutOfBlocksError, check_choice, check_int
+from .errors import InvariantError, OutOfBlocksError, UnknownRequestError
+from .errors import check_choice, check_int, check_new_id, unhashable_id_error
 
 POLICIES = ("max", "pow2", "oracle")
 CATEGORIES = ("token_states", "reservation", "internal_fragmentation", "external_fragmentation", "free")
@@ -96,10 +96,7 @@ class ContiguousArena:
         reservation. Raises ``OutOfBlocksError`` (nothing changes) when no free gap is long enough,
         and ``ValueError`` when the run is longer than the whole arena, since it could never fit.
         """
-        if not isinstance(request_id, str) or not request_id:
-            raise TypeError(f"request_id must be a non-empty string, got {request_id!r}")
-        if request_id in self._runs:
-            raise DuplicateRequestError(f"request_id {request_id!r} is already admitted; ids must be unique")
+        check_new_id("request_id", request_id, self._runs, "admitted")
         final_len = check_int("final_len", final_len, minimum=1, maximum=self.max_len)
         prompt_len = check_int("prompt_len", prompt_len, minimum=1, maximum=final_len)
         size = self.reservation_for(final_len)
@@ -171,8 +168,7 @@ class ContiguousArena:
         try:
             run = self._runs.get(request_id)
         except TypeError:
-            raise TypeError(f"request_id must be a request id (a non-empty string), got {request_id!r} "
-                            f"({type(request_id).__name__}, unhashable)") from None
+            raise unhashable_id_error("request_id", request_id) from None
         if run is None:
             raise UnknownRequestError(f"request_id {request_id!r} is not admitted (never admitted, or "
                                       f"already released)")

@@ -50,6 +50,24 @@ def check_int(name: str, value, *, minimum: int | None = None, maximum: int | No
     return value
 
 
+def check_new_id(name: str, request_id, live, state: str = "a live request") -> None:
+    """Refuse a request id that is not a non-empty string, or that ``live`` already holds.
+
+    ``state`` says what a live id is, for the ``DuplicateRequestError`` message
+    (``"a live request"``, ``"admitted"``).
+    """
+    if not isinstance(request_id, str) or not request_id:
+        raise TypeError(f"{name} must be a non-empty string, got {request_id!r}")
+    if request_id in live:
+        raise DuplicateRequestError(f"{name} {request_id!r} is already {state}; ids must be unique")
+
+
+def unhashable_id_error(name: str, request_id) -> TypeError:
+    """The error for a request id that cannot even be looked up (an unhashable value)."""
+    return TypeError(f"{name} must be a request id (a non-empty string), got {request_id!r} "
+                     f"({type(request_id).__name__}, unhashable)")
+
+
 def check_number(name: str, value, *, low: float, high: float, low_open: bool = False,
                  high_open: bool = False) -> float:
     """Return ``value`` as a ``float`` if it is a finite real number in the given interval."""

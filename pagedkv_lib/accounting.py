@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
-from .errors import check_choice, check_int, check_number
+from .errors import check_choice, check_int, check_ints, check_number
 
 GiB = 1024**3
 """Bytes in a gibibyte. GPU "80 GB" cards hold 80 GiB of HBM."""
@@ -162,9 +162,7 @@ def bytes_per_token(model: str | ModelSpec, dtype: str | None = None) -> int:
 
 
 def _token_counts(name: str, lengths: Iterable[int]) -> list[int]:
-    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__iter__"):
-        raise TypeError(f"{name} must be a sequence of token counts, got {lengths!r}")
-    return [check_int(f"{name}[{i}]", t, minimum=0) for i, t in enumerate(lengths)]
+    return check_ints(name, lengths, minimum=0, what="token counts")
 
 
 def logical_bytes(lengths: Sequence[int], model: str | ModelSpec, dtype: str | None = None) -> int:

@@ -50,7 +50,7 @@ import numpy as np
 
 from .block_pool import BlockPool
 from .errors import (DuplicateRequestError, InvariantError, OutOfBlocksError,  # noqa: F401 (re-exported)
-                     UnknownRequestError, check_int, check_new_id, unhashable_id_error)
+                     UnknownRequestError, check_int, check_ints, check_new_id, unhashable_id_error)
 
 
 @dataclass(frozen=True)
@@ -489,7 +489,7 @@ def _token_list(name: str, token_ids) -> Sequence[int]:
                         f"({type(token_ids).__name__})")
     for t in toks:
         if type(t) is not int or t < 0:  # rare: numpy scalars to convert, or a bad id to report
-            return [check_int(f"each of {name}", t, minimum=0) for t in toks]
+            return check_ints(name, toks, minimum=0)
     return toks
 
 

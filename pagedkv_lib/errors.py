@@ -50,6 +50,26 @@ def check_int(name: str, value, *, minimum: int | None = None, maximum: int | No
     return value
 
 
+def check_ints(name: str, values, *, minimum: int | None = None, maximum: int | None = None,
+               what: str = "integers", each: str | None = None) -> list[int]:
+    """Return ``values`` (any iterable but a str or bytes) as a list of ``int``, each checked by :func:`check_int`.
+
+    A bad item's message names it ``name[i]``, or ``each`` when given (e.g. ``"each token of
+    prompt_ids"``). A str, bytes or non-iterable ``values`` raises ``TypeError`` saying that
+    ``name`` must be a sequence of ``what``.
+    """
+    if not isinstance(values, (str, bytes)):
+        try:
+            items = iter(values)
+        except TypeError:
+            items = None
+        if items is not None:
+            if each is not None:
+                return [check_int(each, v, minimum=minimum, maximum=maximum) for v in items]
+            return [check_int(f"{name}[{i}]", v, minimum=minimum, maximum=maximum) for i, v in enumerate(items)]
+    raise TypeError(f"{name} must be a sequence of {what}, got {values!r} ({type(values).__name__})")
+
+
 def check_new_id(name: str, request_id, live, state: str = "a live request") -> None:
     """Refuse a request id that is not a non-empty string, or that ``live`` already holds.
 

@@ -30,7 +30,7 @@ import torch
 
 from . import attention as A
 from .allocator import BlockManager
-from .errors import check_int, check_number
+from .errors import check_int, check_ints, check_number
 
 LOGITS_TOL = (1e-4, 1e-4)
 """``(atol, rtol)`` between paged and contiguous logits in fp32: four layers of 1e-6 rounding differences."""
@@ -159,12 +159,11 @@ class _Sampler:
 
 def _check_generation(prompt_ids, max_new_tokens, temperature, seed, config: TinyConfig,
                       name: str = "prompt_ids"):
-    if isinstance(prompt_ids, (str, bytes)) or not _is_iterable(prompt_ids):
-        hint = " (turn text into token ids with encode(text))" if isinstance(prompt_ids, str) else ""
-        raise TypeError(f"{name} must be a sequence of integer token ids{hint}, got {prompt_ids!r} "
-                        f"({type(prompt_ids).__name__})")
-    prompt = [check_int(f"each token of {name}", t, minimum=0, maximum=config.vocab_size - 1)
-              for t in prompt_ids]
+    if isinstance(prompt_ids, str):
+        raise TypeError(f"{name} must be a sequence of integer token ids (turn text into token ids with "
+                        f"encode(text)), got {prompt_ids!r} (str)")
+    prompt = check_ints(name, prompt_ids, minimum=0, maximum=config.vocab_size - 1,
+                        what="integer token ids", each=f"each token of {name}")
     if not prompt:
         raise ValueError(f"{name} must hold at least one token, got an empty prompt")
     steps = check_int("max_new_tokens", max_new_tokens, minimum=1)

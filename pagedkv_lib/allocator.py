@@ -114,7 +114,7 @@ class BlockManager:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
-        self._pool = BlockPool(num_blocks, block_size, enable_prefix_caching)
+        self._pool = BlockPool(num_blocks)
         self._seqs: dict[str, _Seq] = {}
         # Running totals, so stats() is O(1); check_invariants() recomputes them from scratch.
         self._ref = self._pool.ref_cnt

@@ -32,17 +32,18 @@ from collections import OrderedDict
 
 
 class BlockPool:
-    """``num_blocks`` blocks of ``block_size`` token slots with ref counts and a prefix cache.
+    """``num_blocks`` physical blocks with ref counts and a prefix cache.
+
+    The pool never looks inside a block, so it does not know the block size; whether prefix
+    caching is on is the manager's business too (with it off, the manager registers no hashes).
 
     The pool does not check its callers' arguments: :class:`pagedkv_lib.allocator.BlockManager`
     does, and it calls :meth:`take` only after checking that enough blocks are free, so that
     an allocation that cannot succeed changes nothing.
     """
 
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool):
+    def __init__(self, num_blocks: int):
         self.num_blocks = num_blocks
-        self.block_size = block_size
-        self.enable_prefix_caching = enable_prefix_caching
         self.ref_cnt: list[int] = [0] * num_blocks
         self.block_hash: list[int | None] = [None] * num_blocks
         self.block_key: list[tuple | None] = [None] * num_blocks

@@ -39,6 +39,7 @@ import operator
 
 import numpy as np
 
+from .accounting import blocks_needed
 from .allocator import BlockManager
 from .errors import OutOfBlocksError
 from .sim_token_ids import TokenIds
@@ -164,8 +165,13 @@ class PagedMemory:
         return True
 
     def release(self, t: int) -> tuple[list[int], bool]:
-        """Free what finished at step ``t - 1``; return the requests now complete, and whether anything was freed."""
+        """Free what finished at step ``t - 1``; return the requests now complete, and whether anything was freed.
+
+        Items of a request preempted since they were scheduled are dead: they free nothing, so
+        they do not count (a head that failed to fit is then not retried; see :mod:`.sim_loop`).
+        """
         done, items = [], self._due(self.frees, t)
+        freed = any(item.alive for item in items)
         for item in items:
             if not item.alive:
                 continue
@@ -181,7 +187,7 @@ class PagedMemory:
                 group.alive = False
             del self.running[group.r]
             done.append(group.r)
-        return done, bool(items)
+        return done, freed
 
     def advance(self, t: int) -> list[int]:
         """Open the blocks due at step ``t`` and step the beams; return preempted requests, youngest first."""
@@ -216,7 +222,7 @@ class PagedMemory:
         return {"num_blocks": self.N,
                 "sharing_saving": 1.0 - float(series["used_blocks"].sum()) / float(table) if table else 0.0,
                 "mean_table_blocks": float(table) / float(seqs) if seqs else 0.0,
-                "max_table_blocks": max(-(-(p + max(o)) // self.S) for p, o in zip(self.prompt, self.output)),
+                "max_table_blocks": max(blocks_needed(p + max(o), self.S) for p, o in zip(self.prompt, self.output)),
                 "prefix_hit_rate": stats.prefix_hit_rate, "cow_copies": stats.cow_copies}
 
     # ------------------------------------------------------------------ samples

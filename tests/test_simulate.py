@@ -169,6 +169,34 @@ def test_a_tight_pool_preempts_by_recompute_and_still_finishes():
     assert res.series["completed"].sum() == 200
 
 
+def test_a_preempted_requests_stale_finish_does_not_retry_a_blocked_head(monkeypatch):
+    """Request 1 (4 + 2 tokens) is admitted at step 1 into the last free blocks and scheduled to
+    free them at step 3, but request 0 preempts it at step 1. Its retry at step 2 fails, and its
+    stale step-3 finish frees nothing, so the head waits for request 0's release at step 4
+    (a failed attempt with sharing on could reorder the prefix cache)."""
+    from pagedkv_lib.sim_paged import PagedMemory
+    attempts, admit, release = [], PagedMemory.admit, PagedMemory.release
+
+    def spy_admit(self, r, t):
+        ok = admit(self, r, t)
+        attempts.append((t, r, ok))
+        return ok
+
+    def spy_release(self, t):
+        due = [item.alive for item in self.frees.get(t, [])]
+        done, freed = release(self, t)
+        assert freed == any(due), (t, due)
+        return done, freed
+
+    monkeypatch.setattr(PagedMemory, "admit", spy_admit)
+    monkeypatch.setattr(PagedMemory, "release", spy_release)
+    trace = make_trace([3, 4], [4, 2], arrival_s=[0.0, 0.05])
+    res = simulate(trace, "paged", num_blocks=5, block_size=2, watermark=0.0, progress=False)
+    assert attempts == [(0, 0, True), (1, 1, True), (2, 1, False), (4, 1, True)]
+    assert res.series["preempted"].tolist() == [0, 1, 0, 0, 0, 0]
+    assert res.series["completed"].sum() == 2
+
+
 def test_sparse_arrivals_leave_the_server_mostly_idle():
     trace = poisson_arrivals(alpaca_like(30, seed=7), 0.05, seed=1)  # one request every 20 s on average
     res = simulate(trace, "paged", step_seconds=0.05, progress=False)

@@ -116,7 +116,7 @@ def simulate_command(args) -> int:
     if args.png:
         import matplotlib
         matplotlib.use("Agg")
-        from .sim_plot import plot_results
+        from .viz import plot_results
         fig = plot_results(results, title=f"{d['name']} on {args.model}")
         fig.savefig(args.png, dpi=120)
         print(f"wrote {args.png}")

@@ -4,7 +4,7 @@
 a :class:`SimResult` with per-step series (numpy arrays) and a summary dict;
 :func:`run_policies` runs several, :func:`compare_policies` returns their summaries as table
 rows and :func:`block_size_sweep` varies the paged block size; :func:`format_table` prints rows.
-The loop itself is :mod:`pagedkv_lib.sim_loop`; figures are in :mod:`pagedkv_lib.sim_plot`.
+The loop itself is :mod:`pagedkv_lib.sim_loop`; figures are in :mod:`pagedkv_lib.viz`.
 
 Policies (the PagedAttention paper's Figure 2 systems, and vLLM):
 
@@ -104,10 +104,6 @@ class SimResult:
     def num_steps(self) -> int:
         """Steps from step 0 (the first request's arrival) to the step the last request completed, inclusive."""
         return len(self.series["running"])
-
-    def shares(self) -> dict[str, float]:
-        """The summary's share of occupied memory per category (``free`` excluded), as fractions."""
-        return {c: self.summary[f"share_{c}"] for c in CATEGORIES if c != "free"}
 
 
 def kv_budget_blocks(model="OPT-13B", gpu_memory_gib: float = 40.0, block_size: int = 16, **kwargs) -> int:

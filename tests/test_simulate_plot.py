@@ -5,7 +5,7 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 
-from pagedkv_lib.sim_plot import plot_batch_over_time, plot_memory_shares, plot_results  # noqa: E402
+from pagedkv_lib.viz import plot_batch_over_time, plot_memory_shares, plot_results  # noqa: E402
 from pagedkv_lib.simulate import CATEGORIES, run_policies  # noqa: E402
 from pagedkv_lib.workloads import alpaca_like  # noqa: E402
 

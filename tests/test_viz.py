@@ -36,3 +36,21 @@ def test_slack_and_capacity_figures_plot_one_point_per_input():
 def test_empty_input_is_explained(call):
     with pytest.raises(ValueError, match="at least one"):
         call()
+
+
+def test_one_palette_colours_a_category_alike_in_every_figure():
+    """The block-table slots and the simulator's share bars draw token states and slack in the same colours."""
+    import numpy as np
+    from matplotlib.colors import to_rgba
+
+    from pagedkv_lib.simulate import CATEGORIES, run_policies
+    from pagedkv_lib.workloads import make_trace
+    assert set(viz.COLORS) == set(CATEGORIES) - {"free"}
+    assert len(set(viz.COLORS.values())) == len(viz.COLORS)
+    slots = {p.get_facecolor() for p in viz.plot_block_tables(allocate(PAGE_BATCH, 4)).patches if p.get_fill()}
+    assert slots == {to_rgba(viz.COLORS["token_states"]), to_rgba(viz.COLORS["slack"])}
+    results = run_policies(make_trace([10], [5]), ["paged"], num_blocks=10, block_size=4, progress=False)
+    ax = viz.plot_memory_shares(results)
+    bars = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
+    assert bars == {c.replace("_", " "): to_rgba(viz.COLORS[c]) for c in CATEGORIES[:-1]}
+    assert np.isclose(sum(c.patches[0].get_width() for c in ax.containers), 100)

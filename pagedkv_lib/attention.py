@@ -22,11 +22,11 @@ import math
 
 import torch
 
-from .csr import PAD_BLOCK, from_csr, index_tensor, to_csr
+from .csr import PAD_BLOCK, index_tensor
 from .errors import check_int, check_number
 
 __all__ = ["TOLERANCES", "check_scale", "write_kv", "gather_kv", "dense_attention", "paged_decode_gather",
-           "paged_decode_online", "paged_prefill", "to_csr", "from_csr", "PAD_BLOCK"]
+           "paged_decode_online", "paged_prefill", "PAD_BLOCK"]
 
 TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16: (8e-3, 8e-3)}
 """``(atol, rtol)`` between a paged result in a dtype and the fp32 dense result on the same inputs.

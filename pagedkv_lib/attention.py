@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from .csr import PAD_BLOCK, index_tensor
+from .csr import PAD_BLOCK, blocks_in_use, index_tensor
 from .errors import check_int, check_number
 
 __all__ = ["TOLERANCES", "check_scale", "write_kv", "gather_kv", "dense_attention", "paged_decode_gather",
@@ -85,19 +85,7 @@ def _check_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, k_cache: t
 
     Entries past a request's ``ceil(T / S)`` blocks are padding and are never read.
     """
-    S = k_cache.shape[1]
-    if block_tables.shape[0] != seq_lens.shape[0]:
-        raise ValueError(f"block_tables has shape {_shape(block_tables)} [B, max_blocks] but seq_lens has "
-                         f"shape {_shape(seq_lens)} [B]: batch sizes differ")
-    if seq_lens.numel() == 0:
-        return
-    if int(seq_lens.min()) < 1:
-        raise ValueError(f"seq_lens must all be >= 1 token, got {seq_lens.tolist()}")
-    capacity = block_tables.shape[1] * S
-    if int(seq_lens.max()) > capacity:
-        raise ValueError(f"seq_lens {seq_lens.tolist()} exceed the capacity of block_tables with shape "
-                         f"{_shape(block_tables)}: {block_tables.shape[1]} blocks x {S} tokens = {capacity}")
-    used = torch.arange(block_tables.shape[1], device=block_tables.device) < ((seq_lens + S - 1) // S)[:, None]
+    _, used = blocks_in_use(block_tables, seq_lens, k_cache.shape[1])
     _check_ids("block_tables", _shape(block_tables), block_tables[used], k_cache)
 
 

@@ -46,6 +46,32 @@ def index_tensor(name: str, value, dims: int) -> torch.Tensor:
     return value.to(torch.int64)
 
 
+def blocks_in_use(block_tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int):
+    """``(N [B], used [B, max_blocks])``: blocks per request and the mask of table entries its length uses.
+
+    ``block_tables [B, max_blocks]`` and ``seq_lens [B]`` are int64 tensors (see
+    :func:`index_tensor`). Checks that the batch sizes agree, that every length is >= 1 token and
+    that it fits its row (``N_i = ceil(T_i / S) <= max_blocks``); raises ``ValueError`` naming the
+    shapes otherwise. Entries outside ``used`` are padding and are never read; boolean indexing
+    ``block_tables[used]`` reads the used ones request after request.
+    """
+    S = block_size
+    if block_tables.shape[0] != seq_lens.shape[0]:
+        raise ValueError(f"block_tables has shape {tuple(block_tables.shape)} [B, max_blocks] but seq_lens "
+                         f"has shape {tuple(seq_lens.shape)} [B]: batch sizes differ")
+    capacity = block_tables.shape[1] * S
+    if seq_lens.numel():
+        if int(seq_lens.min()) < 1:
+            raise ValueError(f"seq_lens must all be >= 1 token, got {seq_lens.tolist()}")
+        if int(seq_lens.max()) > capacity:  # before dividing by S: a cache with 0-slot blocks lands here
+            raise ValueError(f"seq_lens {seq_lens.tolist()} exceed the capacity of block_tables with shape "
+                             f"{tuple(block_tables.shape)}: {block_tables.shape[1]} blocks x {S} tokens = "
+                             f"{capacity} tokens")
+    n_blocks = (seq_lens + S - 1) // max(S, 1)  # S == 0 only with no lengths: N is empty anyway
+    used = torch.arange(block_tables.shape[1], device=block_tables.device) < n_blocks[:, None]
+    return n_blocks, used
+
+
 def to_csr(block_tables, seq_lens, block_size: int):
     """Turn padded block tables ``[B, max_blocks]`` and lengths ``[B]`` (tokens) into CSR.
 
@@ -57,18 +83,7 @@ def to_csr(block_tables, seq_lens, block_size: int):
     S = check_int("block_size", block_size, minimum=1)
     tables = index_tensor("block_tables", block_tables, 2)
     lens = index_tensor("seq_lens", seq_lens, 1)
-    if tables.shape[0] != lens.shape[0]:
-        raise ValueError(f"block_tables has shape {tuple(tables.shape)} [B, max_blocks] but seq_lens has "
-                         f"shape {tuple(lens.shape)} [B]: batch sizes differ")
-    if lens.numel() and int(lens.min()) < 1:
-        raise ValueError(f"seq_lens must all be >= 1 token, got {lens.tolist()}")
-    n_blocks = (lens + S - 1) // S
-    capacity = tables.shape[1] * S
-    if n_blocks.numel() and int(n_blocks.max()) > tables.shape[1]:
-        raise ValueError(f"seq_lens {lens.tolist()} exceed the capacity of block_tables with shape "
-                         f"{tuple(tables.shape)}: {tables.shape[1]} blocks x {S} tokens = {capacity} tokens")
-    # [B, max_blocks] mask of the blocks each length uses; boolean indexing reads it row by row.
-    used = torch.arange(tables.shape[1], device=tables.device) < n_blocks[:, None]
+    n_blocks, used = blocks_in_use(tables, lens, S)
     indptr = torch.zeros(lens.shape[0] + 1, dtype=torch.int64, device=lens.device)
     indptr[1:] = torch.cumsum(n_blocks, 0)
     last_page_len = lens - S * (n_blocks - 1)

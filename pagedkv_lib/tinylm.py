@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from . import attention as A
-from .allocator import BlockManager
+from .accounting import ModelSpec, blocks_needed, bytes_per_token
+from .allocator import BlockManager, slot_mapping_batch
 from .errors import check_int, check_ints, check_number
 
 LOGITS_TOL = (1e-4, 1e-4)
@@ -78,7 +79,7 @@ class TinyConfig:
     @property
     def kv_bytes_per_token(self) -> int:
         """Bytes of K and V one token occupies across all layers in fp32 (Eq. 1 with b = 4)."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * 4
+        return bytes_per_token(ModelSpec("tiny", self.num_layers, self.num_kv_heads, self.head_dim, dtype="fp32"))
 
 
 class TinyLM:
@@ -285,7 +286,7 @@ def generate_paged(model: TinyLM, prompts, max_new_tokens: int, *, num_samples: 
     n = check_int("num_samples", num_samples, minimum=1)
     S = check_int("block_size", block_size, minimum=1)
     if num_blocks is None:
-        num_blocks = n * sum(-(-(len(p) + max_new_tokens) // S) for p in prompts)
+        num_blocks = n * sum(blocks_needed(len(p) + max_new_tokens, S) for p in prompts)
     manager = BlockManager(num_blocks, S, enable_prefix_caching=enable_prefix_caching)
     shape = (c.num_layers, manager.num_blocks, S, c.num_kv_heads, c.head_dim)
     k_cache, v_cache = torch.zeros(shape), torch.zeros(shape)
@@ -318,22 +319,18 @@ def generate_paged(model: TinyLM, prompts, max_new_tokens: int, *, num_samples: 
         peak = max(peak, manager.stats().used_blocks)
 
     live = [(i, j) for i in range(len(prompts)) for j in range(n)]
+    rids = [f"{i}.{j}" for i, j in live]
     for _ in range(max_new_tokens - 1):
         last = [tokens[i][j][-1] for i, j in live]
-        slots = []
-        for (i, j), token in zip(live, last):
-            rid = f"{i}.{j}"
+        for rid, token in zip(rids, last):
             for src, dst in manager.append_tokens(rid, [token]):
                 k_cache[:, dst], v_cache[:, dst] = k_cache[:, src], v_cache[:, src]   # copy before writing
-            slots.append(int(manager.slot_mapping(rid, [manager.num_tokens(rid) - 1])[0]))
         peak = max(peak, manager.stats().used_blocks)
-        rids = [f"{i}.{j}" for i, j in live]
         lens = torch.tensor([manager.num_tokens(r) for r in rids])
-        tables = torch.full((len(rids), -(-int(lens.max()) // S)), A.PAD_BLOCK)
-        for row, r in enumerate(rids):
-            table = manager.block_table(r)
-            tables[row, : len(table)] = torch.tensor(table)
-        out = run(last, lens - 1, torch.tensor(slots),
+        padded = manager.padded_block_tables(rids, pad=A.PAD_BLOCK)              # [B, max blocks], int64
+        slots = torch.from_numpy(slot_mapping_batch(padded, (lens - 1).numpy(), S))  # each new token's slot
+        tables = torch.from_numpy(padded)
+        out = run(last, lens - 1, slots,
                   lambda q, kc, vc: A.paged_decode_online(q, kc, vc, tables, lens))
         for row, (i, j) in enumerate(live):
             logits[i][j].append(out[row])

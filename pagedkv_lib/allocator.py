@@ -51,6 +51,7 @@ import numpy as np
 from .block_pool import BlockPool
 from .errors import (DuplicateRequestError, InvariantError, OutOfBlocksError,  # noqa: F401 (re-exported)
                      UnknownRequestError, check_int, check_ints, check_new_id, unhashable_id_error)
+from .ledger import ledger_summary
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,7 @@ class AllocatorStats:
 
     def summary(self) -> dict[str, int]:
         """The four ledger figures under the names :meth:`pagedkv_lib.ledger.Ledger.summary` uses."""
-        return {"logical": self.logical_tokens, "unique": self.unique_tokens,
-                "reserved": self.reserved_slots, "slack": self.slack}
+        return ledger_summary(self.logical_tokens, self.unique_tokens, self.reserved_slots, self.slack)
 
 
 class _Seq:

@@ -73,8 +73,16 @@ class Ledger:
 
     def summary(self) -> dict[str, int]:
         """The four headline figures, in the order the subject page prints them."""
-        return {"logical": self.logical_tokens, "unique": self.unique_tokens,
-                "reserved": self.reserved_slots, "slack": self.slack}
+        return ledger_summary(self.logical_tokens, self.unique_tokens, self.reserved_slots, self.slack)
+
+
+def ledger_summary(logical: int, unique: int, reserved: int, slack: int) -> dict[str, int]:
+    """The four headline figures as a dict, in the order the subject page prints them.
+
+    Shared by :meth:`Ledger.summary` and :meth:`pagedkv_lib.allocator.AllocatorStats.summary`,
+    so the two always use the same keys.
+    """
+    return {"logical": logical, "unique": unique, "reserved": reserved, "slack": slack}
 
 
 _FIELDS = ("id", "prefix", "tail", "group")

@@ -109,3 +109,7 @@ def test_numpy_lengths_become_python_ints():
     assert type(r.prefix) is int and r.tokens == 2**31 + 4     # no int32 wrap-around
     small = Request("b", np.int64(12), np.int8(3), "g")
     assert all(type(v) is int for v in allocate([small], np.int64(4)).summary().values())
+
+
+def test_shared_saved_tokens_is_logical_minus_unique():
+    assert allocate(PAGE_BATCH, 8).shared_saved_tokens == 46 - 22 == 24

@@ -93,14 +93,19 @@ class AllocatorStats:
 class _Seq:
     """One live request: its block table, its token ids, and where its hash chain stands."""
 
-    __slots__ = ("table", "tokens", "salt", "last_hash", "num_hashed")
+    __slots__ = ("table", "tokens", "salt", "last_hash", "num_hashed", "cap")
 
-    def __init__(self, table, tokens, salt, last_hash, num_hashed):
+    def __init__(self, table, tokens, salt, last_hash, num_hashed, cap):
         self.table: list[int] = table          # physical block ids, logical order
         self.tokens: list[int] = tokens        # every token id so far (T = len(tokens))
         self.salt = salt
         self.last_hash: int | None = last_hash  # hash of block num_hashed - 1 (None: chain root)
         self.num_hashed: int = num_hashed       # full blocks whose hash is computed
+        # S * len(table), or 0 when another table may hold a partly filled last block (0 is always
+        # safe: it only sends appends down the slow path, which checks ref counts and sets cap
+        # again). An append of n tokens with T + n < cap writes into the last block alone; a full
+        # last block (T == cap) may be shared through a prefix hit, but it is never written.
+        self.cap: int = cap
 
 
 class BlockManager:
@@ -135,28 +140,64 @@ class BlockManager:
         if the pool cannot hold the prompt even after evicting cached free blocks.
         """
         check_new_id("request_id", request_id, self._seqs)
-        tokens = list(_token_list("prompt_token_ids", prompt_token_ids))
-        if not tokens:
+        tokens = _token_list("prompt_token_ids", prompt_token_ids)
+        if tokens is prompt_token_ids:
+            tokens = list(tokens)  # our own copy: appends extend it
+        T = len(tokens)
+        if not T:
             raise ValueError(f"prompt_token_ids must hold at least one token, got an empty prompt "
                              f"for request {request_id!r}")
-        _check_salt("salt", salt)
-        S, T, pool = self.block_size, len(tokens), self._pool
-        hashes, keys = self._chain(None, tokens, 0, T // S, salt) if self.enable_prefix_caching else ([], [])
-        hits = pool.longest_cached_prefix(hashes, keys, (T - 1) // S)  # the last token is computed
-        revived = sum(1 for b in hits if pool.ref_cnt[b] == 0)  # hits on cached *free* blocks
-        need = -(-T // S) - len(hits)
+        if salt is not None and type(salt) not in _SALT_TYPES:
+            _check_salt("salt", salt)
+        S, pool = self.block_size, self._pool
+        full = T // S
+        hits, hashes, keys, h = [], [], [], None
+        if self.enable_prefix_caching and full:
+            # One pass: walk the hash chain while it hits (at most (T - 1) // S blocks: the last
+            # token is computed), then hash the remaining full blocks for registration. Each
+            # block's key tuple is built and hashed once and serves the lookup and the cache.
+            toks = tuple(tokens)
+            cached_get, block_key = pool.cached.get, pool.block_key
+            hit = hits.append
+            stop = (T - 1) // S * S
+            for a in range(0, stop, S):
+                key = (h, toks[a:a + S], salt)
+                kh = hash(key)
+                b = cached_get(kh)
+                if b is None or block_key[b] != key:  # a miss (a mere hash collision is one too)
+                    keys.append(key)
+                    hashes.append(kh)
+                    h = kh
+                    a += S
+                    break
+                hit(b)
+                h = kh
+            else:
+                a = stop
+            for a in range(a, full * S, S):
+                key = (h, toks[a:a + S], salt)
+                h = hash(key)
+                keys.append(key)
+                hashes.append(h)
+        k = len(hits)
+        revived = list(map(pool.ref_cnt.__getitem__, hits)).count(0) if k else 0  # hits on cached *free* blocks
+        need = -(-T // S) - k
         if need > pool.num_free - revived:
             raise OutOfBlocksError(
                 f"request {request_id!r} needs {need} new blocks of {S} token slots for its {T}-token "
-                f"prompt ({len(hits)} blocks from the prefix cache), but only {pool.num_free - revived} "
+                f"prompt ({k} blocks from the prefix cache), but only {pool.num_free - revived} "
                 f"of {self.num_blocks} blocks are free")
         # Nothing below can fail.
-        pool.hit(hits)
-        table = hits + pool.take(need)
-        k = len(hits)
-        pool.register(hashes[k:], keys[k:], table[k:len(hashes)])
-        self._seqs[request_id] = _Seq(table, tokens, salt, hashes[-1] if hashes else None, len(hashes))
-        hit_tokens = len(hits) * S
+        if k:
+            pool.hit(hits)
+            table = hits + pool.take(need)
+        else:
+            table = pool.take(need)
+        if hashes:
+            pool.register(hashes, keys, table[k:full])
+        self._seqs[request_id] = _Seq(table, tokens, salt, h, full if self.enable_prefix_caching else 0,
+                                      len(table) * S)  # the last block is new: no one else holds it
+        hit_tokens = k * S
         self._queries += T
         self._hit_tokens += hit_tokens
         self._logical += T
@@ -176,13 +217,20 @@ class BlockManager:
             raise unhashable_id_error("request_id", request_id) from None
         if seq is None:
             raise self._unknown(request_id)
-        new = _token_list("token_ids", token_ids)
+        if type(token_ids) is list:  # the common case, checked inline (a call costs more)
+            for t in token_ids:
+                if type(t) is not int or t < 0:  # rare: numpy scalars to convert, or a bad id
+                    token_ids = _token_list("token_ids", token_ids)
+                    break
+            new = token_ids
+        else:
+            new = _token_list("token_ids", token_ids)
         n = len(new)
-        table = seq.table
-        # Hot path: the tokens fit in the last block without filling it, and no one else holds it.
-        # (T_logical and T_unique both grow by n, so T_shared_saved stays.)
+        # Hot path: the tokens fit in the last block without filling it, and no one else holds it
+        # (seq.cap is 0 when someone might). T_logical and T_unique both grow by n, so
+        # T_shared_saved stays.
         tokens = seq.tokens
-        if n < len(table) * self.block_size - len(tokens) and self._ref[table[-1]] == 1:
+        if len(tokens) + n < seq.cap:
             tokens.extend(new)
             self._logical += n
             return []
@@ -190,27 +238,44 @@ class BlockManager:
 
     def _append_slow(self, request_id: str, seq: _Seq, new: list[int]) -> list[tuple[int, int]]:
         """Every other append: new blocks, copy-on-write, and hashing the blocks that became full."""
-        S, pool, table, T, n = self.block_size, self._pool, seq.table, len(seq.tokens), len(new)
+        S, pool, table, tokens, n = self.block_size, self._pool, seq.table, seq.tokens, len(new)
+        T, ref = len(tokens), pool.ref_cnt
         filled_last = T % S  # tokens in a partly filled last block (0: the last block is full)
-        need, cow = self._append_need(seq, n)
-        if need > pool.num_free:
-            raise OutOfBlocksError(
-                f"request {request_id!r} needs {need} new blocks of {S} token slots to append {n} "
-                f"tokens to its {T}, but only {pool.num_free} of {self.num_blocks} blocks are free")
-        fresh = pool.take(need)
+        cow = filled_last > 0 and ref[table[-1]] > 1
+        need = -(-(T + n) // S) - len(table) + cow
+        if need:
+            if need > pool.num_free:
+                raise OutOfBlocksError(
+                    f"request {request_id!r} needs {need} new blocks of {S} token slots to append {n} "
+                    f"tokens to its {T}, but only {pool.num_free} of {self.num_blocks} blocks are free")
+            fresh = pool.take(need)
         pairs = []
         if cow:  # invariant relied on: only a partly filled last block is ever written
             src, dst = table[-1], fresh.pop(0)
-            pool.ref_cnt[src] -= 1  # stays >= 1: another table still holds src
+            ref[src] -= 1  # stays >= 1: another table still holds src
             table[-1] = dst
             pairs.append((src, dst))
             self._cow += 1
             self._saved -= filled_last  # the copied states are now stored twice
-        table.extend(fresh)
-        seq.tokens.extend(new)
+        if need > cow:
+            table.extend(fresh)
+        tokens.extend(new)
         self._logical += n
-        if self.enable_prefix_caching:
-            self._cache_full_blocks(seq)
+        full = (T + n) // S
+        if full > seq.num_hashed and self.enable_prefix_caching:
+            # Hash the blocks that just became full and offer them to the cache (BlockPool.register
+            # inlined: this runs once per block that decoding fills).
+            cached, block_hash, block_key = pool.cached, pool.block_hash, pool.block_key
+            h, salt = seq.last_hash, seq.salt
+            for a in range(seq.num_hashed * S, full * S, S):
+                key = (h, tuple(tokens[a:a + S]), salt)
+                h = hash(key)
+                b = table[a // S]
+                if cached.setdefault(h, b) == b:
+                    block_hash[b] = h
+                    block_key[b] = key
+            seq.last_hash, seq.num_hashed = h, full
+        seq.cap = len(table) * S if ref[table[-1]] == 1 else 0
         return pairs
 
     def fork(self, parent_id: str, child_id: str) -> None:
@@ -220,15 +285,21 @@ class BlockManager:
         ref = self._pool.ref_cnt
         for b in parent.table:
             ref[b] += 1
+        # Both now share the last block: cap 0 sends their next appends down the slow path.
+        parent.cap = 0
         self._seqs[child_id] = _Seq(list(parent.table), list(parent.tokens), parent.salt,
-                                    parent.last_hash, parent.num_hashed)
+                                    parent.last_hash, parent.num_hashed, 0)
         self._logical += len(parent.tokens)
         self._saved += len(parent.tokens)
 
     def free(self, request_id: str) -> None:
         """Release a request's blocks, tail first; blocks no other table holds become free."""
-        seq = self._seq(request_id)
-        del self._seqs[request_id]
+        try:
+            seq = self._seqs.pop(request_id, None)
+        except TypeError:
+            raise unhashable_id_error("request_id", request_id) from None
+        if seq is None:
+            raise self._unknown(request_id)
         S, table, T = self.block_size, seq.table, len(seq.tokens)
         last_filled = T - (len(table) - 1) * S
         last_freed = self._pool.ref_cnt[table[-1]] == 1
@@ -357,6 +428,8 @@ class BlockManager:
             _require(len(seq.table) == -(-T // S),
                      f"request {rid!r} holds {len(seq.table)} blocks for {T} tokens, expected ceil(T/S)")
             _require(len(set(seq.table)) == len(seq.table), f"a block appears twice in the table of {rid!r}")
+            _require(seq.cap in (0, len(seq.table) * S) and (T >= seq.cap or self._ref[seq.table[-1]] == 1),
+                     f"request {rid!r} may append into a partly filled last block that another table holds")
             for i, b in enumerate(seq.table):
                 holders[b] += 1
                 f = min(S, T - i * S)
@@ -413,15 +486,6 @@ class BlockManager:
             keys.append(key)
             hashes.append(h)
         return hashes, keys
-
-    def _cache_full_blocks(self, seq: _Seq) -> None:
-        """Hash the blocks that became full since the last call and offer them to the cache."""
-        full = len(seq.tokens) // self.block_size
-        if full == seq.num_hashed:
-            return
-        hashes, keys = self._chain(seq.last_hash, seq.tokens, seq.num_hashed, full, seq.salt)
-        self._pool.register(hashes, keys, seq.table[seq.num_hashed:full])
-        seq.last_hash, seq.num_hashed = hashes[-1], full
 
     def _seq(self, request_id, name: str = "request_id") -> _Seq:
         try:

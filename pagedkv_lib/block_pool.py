@@ -70,41 +70,37 @@ class BlockPool:
 
         Precondition (the caller checks it): ``n <= self.num_free``.
         """
-        free = self._free
+        free, ref = self._free, self.ref_cnt
+        if n == 1:  # a decode step that crossed into a new block
+            if free:
+                b = free.pop()
+            else:  # evict the least recently freed cached block, dropping its hash
+                b = self._lru.popitem(last=False)[0]
+                del self.cached[self.block_hash[b]]
+                self.block_hash[b] = self.block_key[b] = None
+                self.evictions += 1
+            ref[b] = 1
+            self.allocated += 1
+            return [b]
         if n <= len(free):
             taken = free[:-n - 1:-1]  # the next n pops, in pop order
             del free[len(free) - n:]
         else:
             taken = free[::-1]
             free.clear()
-            for _ in range(n - len(taken)):
-                taken.append(self._evict_lru())
-        ref = self.ref_cnt
+            # Evict the least recently freed cached blocks (LRU first), dropping their hashes.
+            lru_pop, cached, block_hash, block_key = self._lru.popitem, self.cached, self.block_hash, self.block_key
+            evict = n - len(taken)
+            for _ in range(evict):
+                b = lru_pop(last=False)[0]
+                del cached[block_hash[b]]
+                block_hash[b] = block_key[b] = None
+                taken.append(b)
+            self.evictions += evict
         for b in taken:
             ref[b] = 1
         self.allocated += n
         return taken
-
-    def _evict_lru(self) -> int:
-        b, _ = self._lru.popitem(last=False)
-        del self.cached[self.block_hash[b]]
-        self.block_hash[b] = self.block_key[b] = None
-        self.evictions += 1
-        return b
-
-    def longest_cached_prefix(self, hashes: list[int], keys: list[tuple], limit: int) -> list[int]:
-        """Cached blocks for the first blocks of a hash chain, up to the first miss (at most ``limit``).
-
-        A block counts only if its stored key equals the asked key, so a mere hash collision is a miss.
-        """
-        cached, block_key = self.cached, self.block_key
-        hits = []
-        for h, key in zip(hashes[:limit], keys):
-            b = cached.get(h)
-            if b is None or block_key[b] != key:
-                break
-            hits.append(b)
-        return hits
 
     def hit(self, blocks: list[int]) -> None:
         """A request maps cached ``blocks``: take free ones out of the free queue, bump every ref count."""

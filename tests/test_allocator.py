@@ -386,3 +386,22 @@ def test_padding_of_padded_block_tables_is_never_a_real_block():
     with pytest.raises(ValueError, match="padding entry"):
         slot_mapping_batch(tables, [8, 5], 4)  # "short" has no block 1: its padding is recognised
     assert bm.padded_block_tables(("short",)).tolist() == [bm.block_table("short")]
+
+
+def test_appends_after_fork_and_after_a_prefix_hit_on_a_full_last_block_stay_correct():
+    # The append fast path trusts a per-request capacity; fork and prefix hits must turn it off
+    # whenever writing into the last block could touch a block another table holds.
+    bm = BlockManager(16, 4)
+    bm.add_request("a", [1, 2, 3, 4, 5])        # blocks 0 (full, cached) and 1 (1 token)
+    bm.fork("a", "b")
+    assert bm.append_tokens("a", [6]) == [(1, 2)]  # shared partial block: copy-on-write
+    assert bm.append_tokens("b", [7]) == []        # block 1 is b's alone now: written in place
+    assert bm.append_tokens("b", [8]) == []
+    assert bm.block_table("a") == [0, 2] and bm.block_table("b") == [0, 1]
+    bm.check_invariants()
+    bm.add_request("c", [9, 9, 9, 9])           # block 3, full, cached, its last block
+    assert bm.add_request("d", [9, 9, 9, 9, 1]) == 4  # d maps c's full last block
+    assert bm.append_tokens("c", [5]) == []     # a new block for c; block 3 is never written
+    assert bm.block_table("c") == [3, 5] and bm.block_table("d")[0] == 3
+    assert bm.token_ids("c") == [9, 9, 9, 9, 5] and bm.token_ids("d") == [9, 9, 9, 9, 1]
+    bm.check_invariants()

@@ -114,23 +114,46 @@ def test_online_walk_equals_dense_for_any_step_size(step_blocks):
 
 
 def test_online_walk_never_copies_more_than_step_blocks(monkeypatch):
-    """The memory-lean promise: no copy of a request's whole K/V, only step_blocks blocks at a time."""
-    k_cache, v_cache, tables, lens, logical = make_paged([200, 90], 8, 2, 16)    # 25 and 12 blocks
-    q = torch.randn(2, 4, 16, generator=torch.Generator().manual_seed(9))
-    expected = dense_decode(q, logical)
-    copied = []
-    real = torch.index_select
+    """The memory-lean promise: no copy of a request's whole K/V, only step_blocks blocks at a time.
 
-    def spy(input, dim, index, **kwargs):
-        copied.append(index.numel())
-        return real(input, dim, index, **kwargs)
+    On an fp32 cache K is copied a step at a time and V is not copied at all: embedding_bag reads
+    at most a step's rows per query head. On a half cache V is copied like K.
+    """
+    for dtype, copies_v in [(torch.float32, False), (torch.float16, True)]:
+        k_cache, v_cache, tables, lens, logical = make_paged([200, 90], 8, 2, 16, dtype=dtype)  # 25, 12 blocks
+        q = torch.randn(2, 4, 16, generator=torch.Generator().manual_seed(9)).to(dtype)
+        expected = dense_decode(q, logical)
+        copied, bagged = [], []
+        real_select, real_bag = torch.index_select, torch.nn.functional.embedding_bag
 
-    monkeypatch.setattr(torch, "index_select", spy)
-    out = A.paged_decode_online(q, k_cache, v_cache, tables, lens, step_blocks=4)
-    monkeypatch.undo()
-    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
-    assert copied and max(copied) <= 4
-    assert sum(copied) == 2 * (25 + 12)                                  # every used block, K and V, once
+        def spy_select(input, dim, index, **kwargs):
+            copied.append(index.numel())
+            return real_select(input, dim, index, **kwargs)
+
+        def spy_bag(input, weight, *args, **kwargs):
+            bagged.append(input.shape[-1])
+            return real_bag(input, weight, *args, **kwargs)
+
+        monkeypatch.setattr(torch, "index_select", spy_select)
+        monkeypatch.setattr(torch.nn.functional, "embedding_bag", spy_bag)
+        out = A.paged_decode_online(q, k_cache, v_cache, tables, lens, step_blocks=4)
+        monkeypatch.undo()
+        torch.testing.assert_close(out, expected, atol=A.TOLERANCES[dtype][0], rtol=A.TOLERANCES[dtype][1])
+        assert copied and max(copied) <= 4
+        assert sum(copied) == (2 if copies_v else 1) * (25 + 12)       # every used block once, K (and V)
+        assert (not bagged) if copies_v else (max(bagged) <= 4 * 8 and sum(bagged) == 200 + 90)
+
+
+def test_online_walk_on_strided_fp32_cache():
+    """A non-contiguous fp32 cache cannot be read row by row in place: V is copied, result unchanged."""
+    k_cache, v_cache, tables, lens, logical = make_paged([40, 7], 8, 2, 16)
+    wide = torch.zeros(*v_cache.shape[:-1], 32)
+    wide[..., :16] = v_cache
+    strided = wide[..., :16]
+    assert not strided.is_contiguous()
+    q = torch.randn(2, 4, 16, generator=torch.Generator().manual_seed(10))
+    out = A.paged_decode_online(q, k_cache, strided, tables, lens, step_blocks=2)
+    torch.testing.assert_close(out, dense_decode(q, logical), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("decode", DECODE, ids=lambda f: f.__name__)

@@ -21,7 +21,14 @@ COLUMNS = {"policy": "policy", "share_token_states": "tokens", "paper_share_toke
            "external", "share_slack": "slack", "sharing_saving": "shared", "mean_batch": "batch",
            "peak_batch": "peak", "preemptions": "preempted", "steps": "steps"}
 """Columns of the printed table and their headings. ``(paper)`` is the token-state share the paper's
-Figure 2 reports for the matching system (ShareGPT on OPT-13B), shown whatever the trace."""
+Figure 2 reports for the matching system, shown only for a run in that setting (see ``paper_setting``)."""
+
+
+def paper_setting(args) -> bool:
+    """Whether the options describe the paper's Figure 2 setting closely enough to print its figures
+    beside ours: the built-in ShareGPT-like trace, no sampling, beams or shared prefix, OPT-13B."""
+    return (args.trace is None and args.dataset in (None, "sharegpt") and args.samples in (None, 1)
+            and args.beam == 1 and args.prefix_len is None and args.model == "OPT-13B")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,13 +118,15 @@ def simulate_command(args) -> int:
           f"({results[0].capacity_tokens // args.block_size:,} blocks of {args.block_size})")
     print("share of occupied KV memory, averaged over steps: token states, reserved for future tokens, internal and\n"
           "external fragmentation, paged tail slack; blocks saved by sharing; mean and peak running requests")
-    rows = [dict(r.summary, paper_share_token_states=PAPER_TOKEN_STATE_SHARE.get(r.policy)) for r in results]
+    paper = paper_setting(args)
+    rows = [dict(r.summary, paper_share_token_states=PAPER_TOKEN_STATE_SHARE.get(r.policy) if paper else None)
+            for r in results]
     print(format_table(rows, list(COLUMNS), COLUMNS))
     if args.png:
         import matplotlib
         matplotlib.use("Agg")
         from .viz import plot_results
-        fig = plot_results(results, title=f"{d['name']} on {args.model}")
+        fig = plot_results(results, title=f"{d['name']} on {args.model}", paper=paper)
         fig.savefig(args.png, dpi=120)
         print(f"wrote {args.png}")
     return 0

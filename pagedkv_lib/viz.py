@@ -117,9 +117,10 @@ def plot_kv_capacity(models: Sequence[str], gpu_memory_bytes: int, ax=None, **ca
 # ---------------------------------------------------------------------- simulator results
 
 
-def plot_memory_shares(results, ax=None):
+def plot_memory_shares(results, ax=None, *, paper: bool = True):
     """Stacked bars: each policy's occupied KV memory split into categories, the paper's
-    token-state share marked with a black tick where it reported one.
+    token-state share marked with a black tick where it reported one (``paper=False`` leaves
+    the ticks out: they belong to the paper's setting, ShareGPT on OPT-13B, not to any trace).
 
     ``results`` is a non-empty list of :class:`~pagedkv_lib.simulate.SimResult` (what
     ``run_policies`` returns); free memory is not drawn, since shares are of occupied memory.
@@ -134,9 +135,9 @@ def plot_memory_shares(results, ax=None):
         left += width
     label = "paper: token states"
     for i, r in enumerate(results):
-        paper = PAPER_TOKEN_STATE_SHARE.get(r.policy)
-        if paper is not None:
-            ax.plot([100 * paper] * 2, [i - 0.4, i + 0.4], color="black", lw=2, label=label)
+        share = PAPER_TOKEN_STATE_SHARE.get(r.policy) if paper else None
+        if share is not None:
+            ax.plot([100 * share] * 2, [i - 0.4, i + 0.4], color="black", lw=2, label=label)
             label = None  # one legend entry for all ticks
     ax.set_yticks(y, [r.policy for r in results])
     ax.invert_yaxis()
@@ -158,14 +159,16 @@ def plot_batch_over_time(results, ax=None):
     return ax
 
 
-def plot_results(results, title: str | None = None):
-    """Both simulator panels in one figure; returns the matplotlib ``Figure``."""
+def plot_results(results, title: str | None = None, *, paper: bool = True):
+    """Both simulator panels in one figure; returns the matplotlib ``Figure``.
+
+    ``paper`` marks the paper's token-state shares (see :func:`plot_memory_shares`)."""
     results = _check_results(results)
     if title is not None and not isinstance(title, str):
         raise TypeError(f"title must be a string or None, got {title!r} ({type(title).__name__})")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 3.2 + 0.55 * len(results) + 3),
                                       gridspec_kw={"height_ratios": [0.6 + 0.55 * len(results), 3]})
-    plot_memory_shares(results, top)
+    plot_memory_shares(results, top, paper=paper)
     plot_batch_over_time(results, bottom)
     if title:
         fig.suptitle(title)

@@ -120,3 +120,12 @@ def test_a_trace_with_unix_times_and_a_bom_runs_from_the_command_line(tmp_path, 
     assert main(["simulate", "--trace", str(path), "--policy", "paged", "--num-blocks", "80", "--block-size", "4",
                  "--no-progress"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].split()[-1] == "25"  # steps from the first arrival
+
+
+@pytest.mark.parametrize("argv", [["--dataset", "alpaca"], ["--samples", "2"], ["--beam", "2"],
+                                  ["--prefix-len", "80"], ["--model", "Llama-3-8B"]])
+def test_the_papers_figures_appear_only_beside_a_run_in_the_papers_setting(argv, capsys):
+    assert main(["simulate", "--requests", "60", "--policy", "max", "--no-progress", *argv]) == 0
+    assert "20.4%" not in capsys.readouterr().out   # ShareGPT on OPT-13B figures, not this trace's
+    assert main(["simulate", "--requests", "60", "--policy", "max", "--no-progress"]) == 0
+    assert "20.4%" in capsys.readouterr().out

@@ -54,3 +54,13 @@ def test_one_palette_colours_a_category_alike_in_every_figure():
     bars = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
     assert bars == {c.replace("_", " "): to_rgba(viz.COLORS[c]) for c in CATEGORIES[:-1]}
     assert np.isclose(sum(c.patches[0].get_width() for c in ax.containers), 100)
+
+
+def test_paper_ticks_can_be_left_out():
+    from pagedkv_lib import workloads
+    from pagedkv_lib.simulate import run_policies
+    results = run_policies(workloads.sharegpt_like(30, seed=0), ["max", "paged"], num_blocks=400,
+                           block_size=16, progress=False)
+    with_ticks = viz.plot_memory_shares(results)
+    without = viz.plot_memory_shares(results, paper=False)
+    assert len(with_ticks.lines) == 2 and len(without.lines) == 0

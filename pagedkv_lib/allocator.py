@@ -49,8 +49,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .block_pool import BlockPool
+from ._checks import check_int, check_ints, check_new_id, unhashable_id_error
 from .errors import (DuplicateRequestError, InvariantError, OutOfBlocksError,  # noqa: F401 (re-exported)
-                     UnknownRequestError, check_int, check_ints, check_new_id, unhashable_id_error)
+                     UnknownRequestError)
 from .ledger import ledger_summary
 
 

@@ -23,7 +23,7 @@ import math
 import torch
 
 from .csr import PAD_BLOCK, blocks_in_use, index_tensor
-from .errors import check_int, check_number
+from ._checks import check_int, check_number
 
 __all__ = ["TOLERANCES", "check_scale", "write_kv", "gather_kv", "dense_attention", "paged_decode_gather",
            "paged_decode_online", "paged_prefill", "PAD_BLOCK"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 
 from .errors import InvariantError, OutOfBlocksError, UnknownRequestError
-from .errors import check_choice, check_int, check_new_id, unhashable_id_error
+from ._checks import check_choice, check_int, check_new_id, unhashable_id_error
 
 POLICIES = ("max", "pow2", "oracle")
 CATEGORIES = ("token_states", "reservation", "internal_fragmentation", "external_fragmentation", "free")

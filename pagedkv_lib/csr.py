@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .errors import check_int
+from ._checks import check_int
 
 PAD_BLOCK = -1
 """Block-table entry past a request's last block: "no block here"."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from .errors import check_int
+from ._checks import check_int
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ import numpy as np
 from . import sim_loop
 from .accounting import GiB, get_model, kv_capacity
 from .contiguous import reservation_slots
-from .errors import check_choice, check_int, check_number
+from ._checks import check_choice, check_int, check_number
 from .sim_contiguous import ContiguousMemory
 from .sim_paged import PagedMemory
 from .workloads import Trace

@@ -31,7 +31,7 @@ import torch
 from . import attention as A
 from .accounting import ModelSpec, blocks_needed, bytes_per_token
 from .allocator import BlockManager, slot_mapping_batch
-from .errors import check_int, check_ints, check_number
+from ._checks import check_int, check_ints, check_number
 
 LOGITS_TOL = (1e-4, 1e-4)
 """``(atol, rtol)`` between paged and contiguous logits in fp32: four layers of 1e-6 rounding differences."""

@@ -1,8 +1,9 @@
-"""The shared argument checks of pagedkv_lib.errors."""
+"""The shared argument checks of pagedkv_lib._checks."""
 import numpy as np
 import pytest
 
-from pagedkv_lib.errors import DuplicateRequestError, check_ints, check_new_id, unhashable_id_error
+from pagedkv_lib._checks import check_ints, check_new_id, unhashable_id_error
+from pagedkv_lib.errors import DuplicateRequestError
 
 
 def test_check_ints_returns_python_ints_and_names_the_bad_item():

@@ -1,45 +1,19 @@
-"""Small helpers the Code lesson (``notebooks/03_code.ipynb``) needs and the library does not hold.
+"""What the Code lesson (``notebooks/03_code.ipynb``) prints beside the library code it shows.
 
-Everything the lesson *teaches* is library code it shows with ``inspect.getsource``; this module
-only builds inputs and tabulates state, so that the notebook's cells stay a few lines long.
-
-* :func:`page_batch_prompts`: token ids for the three requests A1-A3 (a 12-token prefix, tails
-  3, 5 and 2), the batch :data:`pagedkv_lib.ledger.PAGE_BATCH` describes by counts only.
-* :func:`online_softmax_states`: the running max ``m``, denominator ``l`` and numerator ``acc``
-  of an online softmax after each block, computed from their definitions (not by the update
-  rule), so that a lesson can print them beside the kernel that updates them.
+The lesson shows the library's own definitions with ``inspect.getsource``; this module holds no
+second copy of them. :func:`online_softmax_states` gives the running max ``m``, denominator
+``l`` and numerator ``acc`` of an online softmax after each block, computed from their
+*definitions* rather than by the update rule, so that a learner can hold them against the
+update rule in :func:`pagedkv_lib.attention.paged_decode_online` (and the Triton and numba
+kernels), and see ``acc / l`` equal the kernel's output.
 """
 from __future__ import annotations
 
 import torch
 
-from .ledger import PAGE_BATCH, Request
 from ._checks import check_int
 
-__all__ = ["page_batch_prompts", "online_softmax_states"]
-
-_PREFIX_FIRST_ID = 100  # prefix token ids 100, 101, ...; tails use ids below 100, so no tail
-_TAIL_FIRST_ID = 1      # token can ever continue a prefix block by accident
-
-
-def page_batch_prompts(requests: tuple[Request, ...] = PAGE_BATCH) -> dict[str, list[int]]:
-    """Token ids per request: one prefix shared by all members, then distinct tail ids.
-
-    ``{"A1": prefix + [1, 2, 3], "A2": prefix + [4, ..., 8], "A3": prefix + [9, 10]}`` for the
-    default batch, with ``prefix = [100, ..., 111]`` (12 tokens). Prefix lengths must agree.
-    """
-    prefixes = {r.prefix for r in requests}
-    if len(prefixes) != 1:
-        raise ValueError(f"requests must share one prefix length, got prefix lengths {sorted(prefixes)}")
-    prefix = list(range(_PREFIX_FIRST_ID, _PREFIX_FIRST_ID + prefixes.pop()))
-    prompts, next_id = {}, _TAIL_FIRST_ID
-    for r in requests:
-        prompts[r.id] = prefix + list(range(next_id, next_id + r.tail))
-        next_id += r.tail
-    if next_id > _PREFIX_FIRST_ID:
-        raise ValueError(f"tails hold {next_id - 1} tokens in all; at most {_PREFIX_FIRST_ID - 1} fit "
-                         "below the prefix ids")
-    return prompts
+__all__ = ["online_softmax_states"]
 
 
 def online_softmax_states(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int,

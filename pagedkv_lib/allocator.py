@@ -115,7 +115,8 @@ class BlockManager:
         if not tokens:
             raise ValueError(f"prompt_token_ids must hold at least one token, got an empty prompt "
                              f"for request {request_id!r}")
-        check_salt("salt", salt)
+        if salt is not None:
+            check_salt("salt", salt)
         return self._admit(request_id, list(tokens) if tokens is prompt_token_ids else tokens, salt)
 
     def _admit(self, request_id: str, tokens: list[int], salt) -> int:

@@ -70,13 +70,11 @@ class BlockPool:
         Precondition (the caller checks it): ``n <= self.num_free``.
         """
         free, ref = self._free, self.ref_cnt
-        k = min(n, len(free))
-        taken = free[len(free) - k:][::-1]  # the top k of the stack, in pop order
-        del free[len(free) - k:]
-        if k < n:
-            taken += [self._evict_oldest() for _ in range(n - k)]
-        for b in taken:
+        taken = []
+        for _ in range(n):
+            b = free.pop() if free else self._evict_oldest()
             ref[b] = 1
+            taken.append(b)
         self.allocated += n
         return taken
 

@@ -10,11 +10,9 @@ Semantics follow vLLM's v1 KV cache manager (see :mod:`pagedkv_lib.block_pool` f
 
 * **Prefix caching.** Every *full* block is cached under a key that names the block before it
   by identity, its own token ids and an optional ``salt`` (a tenant or adapter id: requests
-  with different salts never share); see :mod:`pagedkv_lib.prefix_cache`. So a hit is exact: it
-  serves states computed after the very same tokens. A salt is ``None``, a ``str``, ``bytes``,
-  an ``int`` (not a ``bool``) or a tuple of these: values of other types, such as ``1.0`` or
-  ``True``, compare equal to a different salt (``1 == 1.0 == True``) and would share cache
-  entries with it, so they are refused. A new prompt walks its chain from the first block and
+  with different salts never share; see :func:`pagedkv_lib._checks.check_salt` for the types
+  allowed). So a hit is exact: it serves states computed after the very same tokens (see
+  :mod:`pagedkv_lib.prefix_cache`). A new prompt walks the keys from its first block and
   reuses cached blocks up to the first miss. The last prompt token is never served from the
   cache, because the model must compute its logits to sample the next token: a prompt of ``T``
   tokens can reuse at most ``(T - 1) // S`` blocks, so a prompt that is exactly one cached
@@ -32,14 +30,8 @@ Semantics follow vLLM's v1 KV cache manager (see :mod:`pagedkv_lib.block_pool` f
   they are evicted on demand) raises :class:`~pagedkv_lib.errors.OutOfBlocksError` before it
   changes anything. So does every bad argument (``TypeError``/``ValueError``).
 
-Ledger figures (:meth:`BlockManager.stats`) use the subject page's symbols: logical tokens
-``sum_i T_i``; unique tokens = token states physically stored (a block shared by several
-tables counts once; a copy-on-write copy counts again); reserved slots ``R = S * used_blocks``;
-slack ``W = R - unique``. They equal :func:`pagedkv_lib.ledger.allocate`'s figures when every
-shared prefix fills whole blocks. When a shared prefix ends inside a block they differ: the
-ledger stores the prefix once, while this manager (like vLLM) shares only full blocks, so each
-further member stores the ``prefix % S`` tokens of the partial block again (a cache miss for a
-prompt, a copy-on-write for a fork).
+Ledger figures (:meth:`BlockManager.stats`) use the subject page's symbols ``T``, ``R`` and
+``W``; :mod:`pagedkv_lib.allocator_stats` says where they differ from the teaching ledger.
 
 Public methods check their arguments, then call an unchecked core (``_admit``, ``_grow``).
 An append that lands in a non-full, unshared last block (most decode steps) touches no block
@@ -59,7 +51,8 @@ from .allocator_stats import AllocatorStats
 from .block_pool import BlockPool
 from .errors import (DuplicateRequestError, InvariantError, OutOfBlocksError,  # noqa: F401 (re-exported)
                      UnknownRequestError)
-from .slot_mapping import slot_mapping_batch  # noqa: F401 (re-exported: part of this module's API)
+from .prefix_cache import full_blocks
+from .slot_mapping import padded_tables, slot_mapping_batch, table_slots  # noqa: F401 (slot_mapping_batch re-exported)
 
 
 class _Request:
@@ -122,7 +115,7 @@ class BlockManager:
     def _admit(self, request_id: str, tokens: list[int], salt) -> int:
         """Look up the cached prefix, check room, take blocks, register the new full blocks."""
         S, T, pool = self.block_size, len(tokens), self._pool
-        full = self._full_blocks(tokens, 0, T // S) if self.enable_prefix_caching else []
+        full = full_blocks(tokens, S, 0, T // S) if self.enable_prefix_caching else []
         # The last prompt token is computed, never served from the cache: at most (T - 1) // S hits.
         hits, parent = self._cache.longest_prefix(full[:(T - 1) // S], salt)
         k = len(hits)
@@ -198,7 +191,7 @@ class BlockManager:
         self._logical += n
         full = (T + n) // S
         if self.enable_prefix_caching and full > seq.chained:
-            seq.parent = self._cache.register(seq.parent, self._full_blocks(tokens, seq.chained, full),
+            seq.parent = self._cache.register(seq.parent, full_blocks(tokens, S, seq.chained, full),
                                               seq.salt, table[seq.chained:full])
             seq.chained = full
         return pairs
@@ -298,8 +291,7 @@ class BlockManager:
             bad = pos[(pos < 0) | (pos >= T)][0]
             raise ValueError(f"positions must lie in [0, {T - 1}] for request {request_id!r} "
                              f"({T} tokens), got {bad}")
-        table = np.asarray(seq.table, dtype=np.int64)
-        return table[pos // self.block_size] * self.block_size + pos % self.block_size
+        return table_slots(seq.table, pos, self.block_size)
 
     def padded_block_tables(self, request_ids: Sequence[str], pad: int = -1) -> np.ndarray:
         """Block tables of ``request_ids`` as one int64 array ``(len(request_ids), max blocks)``.
@@ -312,12 +304,7 @@ class BlockManager:
         if isinstance(request_ids, (str, bytes)) or not isinstance(request_ids, Iterable):
             raise TypeError(f"request_ids must be a sequence of request ids (e.g. a list of str), got "
                             f"{request_ids!r} ({type(request_ids).__name__})")
-        seqs = [self._seq(r) for r in request_ids]
-        width = max((len(s.table) for s in seqs), default=0)
-        out = np.full((len(seqs), width), pad, dtype=np.int64)
-        for row, s in enumerate(seqs):
-            out[row, :len(s.table)] = s.table
-        return out
+        return padded_tables([self._seq(r).table for r in request_ids], pad)
 
     def stats(self) -> AllocatorStats:
         """Counts and ledger figures of the current state (O(1): kept as running totals)."""
@@ -338,12 +325,6 @@ class BlockManager:
         check_manager(self)
 
     # ----------------------------------------------------------------- helpers
-
-    def _full_blocks(self, tokens: Sequence[int], start: int, stop: int) -> list[tuple[int, ...]]:
-        """The token ids of full blocks ``start .. stop - 1``, one tuple per block: what the cache keys hold."""
-        S = self.block_size
-        run = tuple(tokens[start * S:stop * S])  # one tuple; its slices are the blocks
-        return [run[a:a + S] for a in range(0, len(run), S)]
 
     def _seq(self, request_id, name: str = "request_id") -> _Request:
         """The live request ``request_id``, or a clear error naming the argument ``name``."""

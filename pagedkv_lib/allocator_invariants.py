@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from .accounting import blocks_needed
 from .errors import InvariantError
+from .prefix_cache import full_blocks
 
 if TYPE_CHECKING:
     from .allocator import BlockManager
@@ -92,7 +93,7 @@ def _check_chain(bm: BlockManager, rid: str, seq, live: dict[int, int]) -> None:
     """
     S, cache, table = bm.block_size, bm._cache, seq.table
     _require(seq.chained == len(seq.tokens) // S, f"request {rid!r} has full blocks it never offered to the cache")
-    blocks = bm._full_blocks(seq.tokens, 0, seq.chained)
+    blocks = full_blocks(seq.tokens, S, 0, seq.chained)
     for i in range(seq.chained + 1):
         parent = seq.parent if i == seq.chained else None
         if i < seq.chained:

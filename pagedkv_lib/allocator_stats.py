@@ -1,4 +1,14 @@
-"""A snapshot of a block manager's counts and ledger figures: :meth:`BlockManager.stats`."""
+"""A snapshot of a block manager's counts and ledger figures: :meth:`BlockManager.stats`.
+
+Ledger figures (:meth:`BlockManager.stats`) use the subject page's symbols: logical tokens
+``sum_i T_i``; unique tokens = token states physically stored (a block shared by several
+tables counts once; a copy-on-write copy counts again); reserved slots ``R = S * used_blocks``;
+slack ``W = R - unique``. They equal :func:`pagedkv_lib.ledger.allocate`'s figures when every
+shared prefix fills whole blocks. When a shared prefix ends inside a block they differ: the
+ledger stores the prefix once, while this manager (like vLLM) shares only full blocks, so each
+further member stores the ``prefix % S`` tokens of the partial block again (a cache miss for a
+prompt, a copy-on-write for a fork).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass

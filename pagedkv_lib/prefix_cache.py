@@ -11,7 +11,9 @@ files a full block under the key ``(parent, tokens, salt)``:
 
 Two prompts reach the same key only if they agree on every token up to the end of the block
 (and on the salt), so a hit is exact. A key that named its parent by a 64-bit hash instead
-would let two different prefixes with equal hashes continue into each other's blocks.
+would let two different prefixes with equal hashes continue into each other's blocks; vLLM
+names the parent by hash and offers SHA-256 hashes to make that practically impossible. An id
+is exact, and a lookup hashes each key once, as a dict does anyway.
 
 A block whose parent was evicted keeps its entry, but no walk can reach it again (a
 recomputed parent gets a new id); it leaves the map when it is evicted itself. Every entry
@@ -21,6 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import count
+
+
+def full_blocks(tokens: Sequence[int], block_size: int, start: int, stop: int) -> list[tuple[int, ...]]:
+    """The token ids of full blocks ``start .. stop - 1`` of ``tokens``, one tuple per block: what keys hold."""
+    S = block_size
+    run = tuple(tokens[start * S:stop * S])  # one tuple; its slices are the blocks
+    return [run[a:a + S] for a in range(0, len(run), S)]
 
 
 class PrefixCache:

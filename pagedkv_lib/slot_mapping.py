@@ -11,6 +11,20 @@ import numpy as np
 from ._checks import check_int, check_int_array
 
 
+def table_slots(table: list[int], positions: np.ndarray, block_size: int) -> np.ndarray:
+    """Flat slots of ``positions`` (int64, each in ``[0, T)``) of one request with block table ``table``."""
+    S = block_size
+    return np.asarray(table, dtype=np.int64)[positions // S] * S + positions % S
+
+
+def padded_tables(tables: list[list[int]], pad: int) -> np.ndarray:
+    """``tables`` as one int64 array ``(len(tables), longest)``, short rows filled with ``pad``."""
+    out = np.full((len(tables), max(map(len, tables), default=0)), pad, dtype=np.int64)
+    for row, table in enumerate(tables):
+        out[row, :len(table)] = table
+    return out
+
+
 def slot_mapping_batch(block_tables, positions, block_size: int) -> np.ndarray:
     """Flat cache slots for a batch: ``block_tables[i, p // S] * S + p % S`` for each ``p`` in row i.
 

@@ -274,6 +274,8 @@ def _loaded():
     (lambda bm: bm.padded_block_tables(["a", ["b"]]), TypeError, r"^request_id must be a request id"),
     (lambda bm: bm.append_tokens("zz", [1]), UnknownRequestError, "'zz' is not a live request"),
     (lambda bm: bm.append_tokens("a", [True]), TypeError, "got True"),
+    (lambda bm: bm.append_tokens("a", [-1]), ValueError, r"token_ids\[0\] must be an integer >= 0, got -1"),
+    (lambda bm: bm.append_tokens("a", [1.0]), TypeError, "got 1.0"),
     (lambda bm: bm.fork("zz", "b"), UnknownRequestError, "parent_id 'zz'"),
     (lambda bm: bm.fork("a", "a"), DuplicateRequestError, "child_id 'a'"),
     (lambda bm: bm.free("zz"), UnknownRequestError, "'zz'"),
@@ -312,7 +314,8 @@ def test_numpy_token_ids_are_accepted_and_float_arrays_are_not():
     bm = BlockManager(8, 4)
     bm.add_request("a", np.arange(6, dtype=np.int32))
     bm.append_tokens("a", np.array([7]))
-    assert bm.token_ids("a") == [0, 1, 2, 3, 4, 5, 7]
+    bm.append_tokens("a", [np.int64(8)])  # a numpy scalar in a list is converted too
+    assert bm.token_ids("a") == [0, 1, 2, 3, 4, 5, 7, 8] and type(bm.token_ids("a")[-1]) is int
     with pytest.raises(TypeError, match="dtype float64"):
         bm.append_tokens("a", np.array([1.0]))
 

@@ -19,6 +19,7 @@ full blocks (minus the last prompt token's block); after evictions it may only b
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from pagedkv_lib.accounting import blocks_needed
 from pagedkv_lib.allocator import BlockManager
 from pagedkv_lib.errors import OutOfBlocksError
 
@@ -108,7 +109,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             assert not could and state(self.bm) == before
             return
         assert could
-        assert pairs == ([(last, self.bm.block_table(rid)[-(-T // S) - 1])] if must_copy else [])
+        assert pairs == ([(last, self.bm.block_table(rid)[blocks_needed(T, S) - 1])] if must_copy else [])
         for src, dst in pairs:  # the attention layer copies K/V before writing
             for j in range(S):
                 if src * S + j in self.slots:

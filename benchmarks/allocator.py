@@ -37,11 +37,13 @@ so that only the manager differs.
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import importlib
 import os
 import platform
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -270,12 +272,17 @@ def load_baseline(rev: str):
     root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
                           check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     folder = tempfile.mkdtemp(prefix="pagedkv_baseline_")
+    atexit.register(shutil.rmtree, folder, True)  # removed when the benchmark exits
     archive = subprocess.run(["git", "archive", rev, "pagedkv_lib"], capture_output=True, check=True, cwd=root)
     subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
     os.rename(os.path.join(folder, "pagedkv_lib"), os.path.join(folder, "pagedkv_baseline"))
     sys.path.insert(0, folder)
-    importlib.import_module("pagedkv_baseline.allocator")
-    return sys.modules["pagedkv_baseline"]
+    base = importlib.import_module("pagedkv_baseline")
+    for name in ("allocator", "sim_paged", "simulate"):
+        importlib.import_module(f"pagedkv_baseline.{name}")
+    # Old and new raise and catch one OutOfBlocksError class, so one driver serves both.
+    base.allocator.OutOfBlocksError = base.sim_paged.OutOfBlocksError = OutOfBlocksError
+    return base
 
 
 def trace_seconds(manager_class, args, caching: bool, num_blocks: int, null_s: float) -> float:
@@ -296,7 +303,6 @@ def method_us(manager_class, args, caching: bool, null: Timed) -> dict[str, floa
 def simulate_seconds(base, manager_class, trace, policy: str) -> float:
     """Seconds for the baseline's simulator to run ``policy`` with ``manager_class`` as its block manager."""
     base.sim_paged.BlockManager = manager_class
-    base.sim_paged.OutOfBlocksError = sys.modules[manager_class.__module__].OutOfBlocksError  # what it raises
     t0 = CPU()
     base.simulate.simulate(trace, policy, progress=False)
     return CPU() - t0
@@ -305,7 +311,6 @@ def simulate_seconds(base, manager_class, trace, policy: str) -> float:
 def compare(args) -> None:
     """Every measurement for the baseline and the current manager, alternating; medians and ranges."""
     base = load_baseline(args.baseline)
-    importlib.import_module("pagedkv_baseline.simulate")
     managers = {"old": base.allocator.BlockManager, "new": BlockManager}
     print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, Python {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f} at start; old = {args.baseline}, new = working tree; "

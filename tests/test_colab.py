@@ -40,7 +40,7 @@ def test_on_colab_with_the_library_present_the_cell_does_nothing(monkeypatch):
 
 def test_on_colab_without_a_source_the_cell_says_what_to_upload_or_set(monkeypatch):
     monkeypatch.setattr(subprocess, "check_call", no_subprocess)
-    with pytest.raises(RuntimeError, match=r"upload the course's wheel.*PAGEDKV_SOURCE.*git URL"):
+    with pytest.raises(RuntimeError, match=r"upload the course.s wheel.*PAGEDKV_SOURCE.*git URL"):
         run_cell(colab.setup_cell_source(None), monkeypatch, in_colab=True)
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ._checks import check_choice, check_int
+from ._checks import check_int
 from .allocator import BlockManager
-from .contiguous import POLICIES, ContiguousArena
+from .contiguous import ContiguousArena
 from .ledger import Request, _requests
 
 __all__ = ["live_tokens", "play_paged", "play_contiguous"]
@@ -91,10 +91,9 @@ def play_contiguous(requests: Iterable[Request], policy: str = "max", max_len: i
     ``num_slots`` defaults to the sum of the reservations (no free slot left).
     """
     reqs = _requests(requests)
-    policy = check_choice("policy", policy, POLICIES)
+    probe = ContiguousArena(1, policy, max_len)  # checks policy and max_len
     live = live_tokens(reqs, steps)
     if num_slots is None:
-        probe = ContiguousArena(1, policy, max_len)
         num_slots = sum(probe.reservation_for(r.tokens) for r in reqs)
     arena = ContiguousArena(num_slots, policy, max_len)
     for r in reqs:

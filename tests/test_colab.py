@@ -92,6 +92,8 @@ def test_bad_sources_and_usage_are_explained(tmp_path, capsys):
 @pytest.mark.parametrize("path", sorted((REPO / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
 def test_every_lesson_starts_with_the_setup_cell(path):
     first = nbformat.read(path, as_version=4).cells[0]
-    assert colab.TAG in first.metadata.get("tags", [])
+    assert colab.TAG in first.metadata.get("tags", []), (
+        f"{path.name} does not start with the Colab setup cell: run `make colab SOURCE=<install source>` "
+        "(`SOURCE=` writes the cell with no source set)")
     assert first.source.startswith(colab.setup_cell_source(None).splitlines()[0])
     assert "PAGEDKV_SOURCE = " in first.source

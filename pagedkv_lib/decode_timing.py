@@ -36,7 +36,8 @@ class ContiguousBatch:
 
 
 def contiguous_layouts(batch: PagedBatch) -> ContiguousBatch:
-    """The contiguous layouts of ``batch.keys`` / ``batch.values`` (copies, head-major)."""
+    """The contiguous layouts of ``batch.keys`` / ``batch.values``: head-major copies (a request of
+    the longest length shares its memory with the padded batch)."""
     lens = batch.seq_lens.tolist()
     t_max = max(lens)
     h_kv, d = batch.k_cache.shape[2:]
@@ -45,10 +46,15 @@ def contiguous_layouts(batch: PagedBatch) -> ContiguousBatch:
     for b, (k, v) in enumerate(zip(batch.keys, batch.values)):
         k_pad[b, :, : len(k)] = k.transpose(0, 1)
         v_pad[b, :, : len(v)] = v.transpose(0, 1)
-    per_request = [(k.transpose(0, 1).contiguous()[None], v.transpose(0, 1).contiguous()[None])
-                   for k, v in zip(batch.keys, batch.values)]
+    per_request = [(_contiguous(k_pad[b : b + 1, :, :t]), _contiguous(v_pad[b : b + 1, :, :t]))
+                   for b, t in enumerate(lens)]
     padding = torch.arange(t_max) >= torch.tensor(lens)[:, None]
     return ContiguousBatch(per_request, k_pad, v_pad, padding)
+
+
+def _contiguous(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself when already contiguous (a request as long as the longest), else a copy."""
+    return t if t.is_contiguous() else t.contiguous()
 
 
 def sdpa_decode(q: torch.Tensor, cont: ContiguousBatch) -> torch.Tensor:

@@ -111,11 +111,11 @@ def _paged_decode_kernel(q, k_cache, v_cache, block_tables, seq_lens, order, sca
     What program b touches, for T = seq_lens[b] tokens in N = ceil(T / S) blocks::
 
         q[b]                         [H_q, D], scaled once
-        block_tables[b, 0:N]         one block id per step:  [ 7 | 2 | 9 | junk.. ]
-                                                               |   |   |
-        k_cache / v_cache  block 2   [ # # # # ]  j = 1  <-----+---'   |
-                           block 7   [ # # # # ]  j = 0  <-----'       |
-                           block 9   [ # # # . ]  j = 2  <-------------'
+        block_tables[b, 0:N]         one block id per block j:  [ 7 | 2 | 9 | junk.. ]
+                                                                  |   |   |
+        k_cache / v_cache  block 2   [ # # # # ]  j = 1  <--------+---'   |
+                           block 7   [ # # # # ]  j = 0  <--------'       |
+                           block 9   [ # # # . ]  j = 2  <----------------'
                                        each # is one token's [H_kv, D] row, read in place;
                                        slots with j*S + s >= T are never read
         out[b]                       [H_q, D], written once
@@ -123,6 +123,10 @@ def _paged_decode_kernel(q, k_cache, v_cache, block_tables, seq_lens, order, sca
     Every K row is dotted with the G query heads of each KV head (GQA). Every ``step_blocks``
     blocks, a running max ``m`` and sum ``l`` per query head (fp32) rescale the accumulator when
     the max grows; then that step's V rows are added in, weighted by their probabilities.
+
+    The Triton kernel runs one program per (request, KV head) and reads ``[S, D]`` tiles. On a
+    CPU a program per request is faster: in this layout one token's KV heads are adjacent (a
+    4 KiB row at 8 x 128 fp32), while one head's consecutive tokens sit a row apart.
     """
     batch, num_q_heads, head_dim = q.shape
     S, num_kv_heads = k_cache.shape[1], k_cache.shape[2]

@@ -4,8 +4,9 @@ Same contract as :func:`pagedkv_lib.attention.paged_decode_online` and the Trito
 :mod:`pagedkv_lib.triton_attention`, and the same shape of program: one program per request,
 a loop over that request's blocks through its block table, an online softmax. Torch cannot
 follow a block table inside a matmul, so the torch versions copy each step's blocks first; this
-kernel reads every K/V row where it lies, so paging costs it almost nothing
-(``benchmarks/attention.py`` measures in-order against shuffled blocks).
+kernel reads every K/V row where it lies, so paging costs it no copy. What is left is the cost
+of jumping from block to block, which ``benchmarks/attention.py`` measures by running the kernel
+on shuffled blocks and on the same blocks in logical order.
 
 Optional dependency: ``pip install 'pagedkv_lib[fast]'`` (numba). Without numba this module
 still imports, :data:`NUMBA_MISSING` says why, :func:`paged_decode_numba` raises ImportError
@@ -13,8 +14,8 @@ and :func:`decode_function` falls back to ``paged_decode_online`` with one warni
 
 Pitfalls, and what this module does about each:
 
-* Compile time: the first call compiles for about 6 s per cache dtype (fp32, or 16-bit).
-  ``cache=True`` keeps the machine code on disk (0.3 s to load): in the package's
+* Compile time: the first call compiles for 3-7 s per cache dtype (fp32, or 16-bit).
+  ``cache=True`` keeps the machine code on disk (under a second to load): in the package's
   ``__pycache__`` when that is writable, else in numba's per-user cache folder, or wherever
   ``NUMBA_CACHE_DIR`` points. Signatures are kept to two: q and the tables are normalised to
   fp32 and int64 on the host. :func:`warm_up` compiles (or loads) them ahead of time.
@@ -30,7 +31,8 @@ Pitfalls, and what this module does about each:
   is respected.
 * No bounds checks inside the kernel: :func:`paged_decode_numba` checks every argument first.
 * Fast math without ``nnan``/``ninf``: reassociation (vectorised dot products) but NaN and
-  infinity keep their meaning; full ``fastmath=True`` was measured no faster.
+  infinity keep their meaning; the prototype this kernel grew from measured full
+  ``fastmath=True`` no faster, and no fast math at all 3x slower.
 """
 from __future__ import annotations
 

@@ -9,9 +9,7 @@ it faster than the spec (``benchmarks/attention_variants.py``, figures in ``benc
   buffer allocated per call, instead of a fresh tensor per request, which costs page faults;
 * **strided views instead of copies**: the matmuls read the gathered ``[T, H_kv, D]`` K and V
   through permuted views (``K.permute(1, 2, 0)`` is ``[H_kv, D, T]``), which BLAS multiplies in
-  place; the spec's ``einsum`` may first make a permuted copy;
-* **V read in place** (online walk, fp32 contiguous caches): ``embedding_bag`` sums a step's V
-  rows, weighted by the softmax probabilities, straight out of the cache; no copy of V is made.
+  place; the spec's ``einsum`` may first make a permuted copy.
 """
 from __future__ import annotations
 
@@ -43,18 +41,16 @@ def paged_decode_gather_fast(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
 
 def paged_decode_online_fast(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables,
                              seq_lens, *, scale: float | None = None, step_blocks: int = 64) -> torch.Tensor:
-    """:func:`~pagedkv_lib.attention.paged_decode_online`, each step's K copied into one reused buffer.
+    """:func:`~pagedkv_lib.attention.paged_decode_online`, each step copied into one reused buffer.
 
-    V is read in place when the cache is fp32 and contiguous (:func:`_weighted_values`), else
-    copied like K. Extra memory is ``step_blocks`` blocks of K (and of V when copied). The default
-    (4 MiB at 8 KV heads x 128 x fp32 x 16 tokens) keeps a step inside a CPU's last-level cache,
-    so the matmul rereads what the copy just wrote instead of going back to DRAM.
+    Extra memory is ``step_blocks`` blocks of K and of V. The default (4 MiB each at 8 KV heads x
+    128 x fp32 x 16 tokens) keeps a step inside a CPU's last-level cache, so the matmuls reread
+    what the copy just wrote instead of going back to DRAM.
     """
     tables, lens = check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     scale = check_scale(scale, q.shape[-1])
     step = check_int("step_blocks", step_blocks, minimum=1)
-    k_buf = k_cache.new_empty(step, *k_cache.shape[1:])
-    v_buf = None if _rows_in_place(v_cache) else v_cache.new_empty(step, *v_cache.shape[1:])
+    k_buf, v_buf = (cache.new_empty(step, *cache.shape[1:]) for cache in (k_cache, v_cache))
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     for b, num_tokens in enumerate(lens.tolist()):
         out[b] = _online_one(q[b], k_cache, v_cache, tables[b], num_tokens, scale, step, k_buf, v_buf)
@@ -86,11 +82,8 @@ def _grouped_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
 
 def _online_one(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor,
                 num_tokens: int, scale: float, step_blocks: int, k_buf: torch.Tensor,
-                v_buf: torch.Tensor | None) -> torch.Tensor:
-    """The spec's online walk for one request (``m``, ``l``, ``acc``), in place, K copied into ``k_buf``.
-
-    ``v_buf=None`` reads V in place (:func:`_weighted_values`); a buffer copies V like K.
-    """
+                v_buf: torch.Tensor) -> torch.Tensor:
+    """The spec's online walk for one request (``m``, ``l``, ``acc``), with in-place updates and buffers."""
     h_q, d = q.shape
     S, h_kv = k_cache.shape[1], k_cache.shape[2]
     qg = q.float().view(h_kv, h_q // h_kv, d) * scale                  # [H_kv, G, D]
@@ -101,39 +94,12 @@ def _online_one(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, t
         tokens = min(num_tokens - first, step_blocks * S)
         ids = table[first // S : first // S + blocks_needed(tokens, S)]
         k = _copy_blocks(k_cache, ids, tokens, k_buf).float()          # [tokens, H_kv, D]
+        v = _copy_blocks(v_cache, ids, tokens, v_buf).float()
         s = torch.bmm(qg, k.permute(1, 2, 0))                          # [H_kv, G, tokens]
         m_new = torch.maximum(m, s.amax(-1, keepdim=True))
         rescale = torch.exp(m - m_new)
         p = s.sub_(m_new).exp_()
         l.mul_(rescale).add_(p.sum(-1, keepdim=True))
-        acc.mul_(rescale).add_(_weighted_values(p, v_cache, ids, tokens, v_buf))
+        acc.mul_(rescale).add_(torch.bmm(p, v.transpose(0, 1)))
         m = m_new
     return (acc / l).view(h_q, d)
-
-
-def _rows_in_place(cache: torch.Tensor) -> bool:
-    """Whether :func:`_weighted_values` can read ``cache`` in place: fp32 and contiguous."""
-    return cache.dtype == torch.float32 and cache.is_contiguous()
-
-
-def _weighted_values(probs: torch.Tensor, v_cache: torch.Tensor, ids: torch.Tensor, tokens: int,
-                     v_buf: torch.Tensor | None) -> torch.Tensor:
-    """``probs [H_kv, G, tokens] @ V`` for one step's blocks ``ids``: ``[H_kv, G, D]`` in fp32.
-
-    Without ``v_buf``, ``embedding_bag`` computes the weighted sums straight from the cache: seen
-    as ``[num_blocks * S * H_kv, D]``, token ``t`` of KV head ``h`` is row ``slot_t * H_kv + h``,
-    and query head ``(h, g)`` is one bag of ``tokens`` rows weighted by ``probs[h, g]``. Half
-    precision would round those fp32 weights, and a strided cache has no such rows, so there
-    the step's V is copied into ``v_buf``, upcast, and multiplied.
-    """
-    h_kv, group, _ = probs.shape
-    if v_buf is not None:
-        v = _copy_blocks(v_cache, ids, tokens, v_buf).float()          # [tokens, H_kv, D]
-        return torch.bmm(probs, v.transpose(0, 1))
-    S, d = v_cache.shape[1], v_cache.shape[3]
-    slots = (ids[:, None] * S + torch.arange(S, device=ids.device)).flatten()[:tokens]
-    heads = torch.arange(h_kv, device=ids.device).repeat_interleave(group)     # KV head of each query head
-    rows = slots * h_kv + heads[:, None]                                # [H_q, tokens]
-    sums = torch.nn.functional.embedding_bag(rows, v_cache.view(-1, d), mode="sum",
-                                             per_sample_weights=probs.view(h_kv * group, tokens))
-    return sums.view(h_kv, group, d)

@@ -6,16 +6,13 @@ change is how torch touches memory; each trick is kept only while a same-process
 it faster than the spec (``benchmarks/attention_variants.py``, figures in ``benchmarks/RESULTS.md``):
 
 * **reused buffers**: a request's (or a step's) blocks are copied with ``index_select`` into one
-  buffer allocated per call, instead of a fresh tensor per request (or step), which costs page
-  faults; ``index_select`` copies whole blocks, where the spec's ``cache[ids]`` takes the generic
-  indexing path;
-* **in-place online updates**: the online walk rescales ``l`` and ``acc`` in place and multiplies
-  strided views with ``bmm`` (``K.permute(1, 2, 0)`` is ``[H_kv, D, T]``, read by BLAS in place),
-  so a step allocates fewer temporaries than the spec's (measured together with the buffers).
+  buffer allocated per call, instead of a fresh tensor per request, which costs page faults;
+* **strided views instead of copies**: the matmuls read the gathered ``[T, H_kv, D]`` K and V
+  through permuted views (``K.permute(1, 2, 0)`` is ``[H_kv, D, T]``), which BLAS multiplies in
+  place; the spec's ``einsum`` may first make a permuted copy.
 
-Tried and dropped, because they were no faster (the benchmark keeps them, to rerun the A/B):
-``bmm`` on strided views in the gather version (``einsum`` did as well), and reading V in place
-with ``embedding_bag`` in the online walk (a tie with copy-then-matmul).
+Tried and dropped, for want of a clear gain: reading V in place with ``embedding_bag`` in the
+online walk (the benchmark keeps it as ``online_bag``, to rerun the A/B).
 """
 from __future__ import annotations
 
@@ -64,17 +61,26 @@ def paged_decode_online_fast(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
 
 
 def _copy_blocks(cache: torch.Tensor, ids: torch.Tensor, num_tokens: int, buf: torch.Tensor) -> torch.Tensor:
-    """``cache[ids]`` as ``[num_tokens, H_kv, D]``, copied into ``buf`` (at least ``len(ids)`` blocks)."""
+    """``cache[ids]`` as ``[num_tokens, H_kv, D]``, copied into ``buf`` (at least ``len(ids)`` blocks).
+
+    index_select copies whole blocks (rows of S * H_kv * D values); ``cache[ids]`` does the same
+    work through the generic indexing path, more slowly on a CPU.
+    """
     return torch.index_select(cache, 0, ids, out=buf[: ids.numel()]).flatten(0, 1)[:num_tokens]
 
 
 def _grouped_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """One request's ``[H_q, D]`` from ``q [H_q, D]`` and its gathered ``k, v [T, H_kv, D]``: the spec's math."""
+    """One request's ``[H_q, D]`` from ``q [H_q, D]`` and its gathered ``k, v [T, H_kv, D]``, in fp32.
+
+    ``k.permute(1, 2, 0)`` is a strided *view* ``[H_kv, D, T]`` (batch stride ``D``, row stride
+    ``H_kv * D``) that BLAS multiplies in place; making it contiguous first would add a strided
+    copy of the whole K, and the same holds for V.
+    """
     h_q, d = q.shape
     h_kv = k.shape[1]
     qg = q.float().view(h_kv, h_q // h_kv, d) * scale                  # [H_kv, G, D]
-    probs = torch.softmax(torch.einsum("hgd,thd->hgt", qg, k.float()), dim=-1)
-    return torch.einsum("hgt,thd->hgd", probs, v.float()).reshape(h_q, d)
+    probs = torch.softmax(torch.bmm(qg, k.float().permute(1, 2, 0)), dim=-1)    # [H_kv, G, T]
+    return torch.bmm(probs, v.float().transpose(0, 1)).view(h_q, d)
 
 
 def _online_one(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor,

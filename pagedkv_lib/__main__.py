@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from .accounting import MODELS
-from .simulate import POLICIES, PAPER_TOKEN_STATE_SHARE, format_table, run_policies
+from .sim import PAPER_TOKEN_STATE_SHARE, POLICIES, format_table, run_policies
 
 COLUMNS = {"policy": "policy", "share_token_states": "tokens", "paper_share_token_states": "(paper)",
            "share_reservation": "reserved", "share_internal_fragmentation": "internal", "share_external_fragmentation":
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="serve a request trace under KV-cache policies and compare memory use",
                          description="Serve a request trace with continuous batching under a KV-cache budget.")
     src = sim.add_argument_group("trace (default: a built-in ShareGPT-like trace)")
-    src.add_argument("--trace", metavar="PATH", help="your own trace, .jsonl or .csv (see pagedkv_lib.trace_files)")
+    src.add_argument("--trace", metavar="PATH", help="your own trace, .jsonl or .csv (see pagedkv_lib.sim.trace_files)")
     src.add_argument("--dataset", choices=("sharegpt", "alpaca"), default=None,
                      help="built-in synthetic trace when no --trace is given (default: sharegpt)")
     src.add_argument("--requests", type=int, default=None, help="requests in the built-in trace (default: 1000)")
@@ -67,10 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def make_trace(args):
+def trace_from_options(args):
     """The trace the options describe: a file or a built-in dataset, then the sharing and arrival options."""
-    from . import workloads
-    from .trace_files import load_trace
+    from .sim import load_trace, workloads
     _check_option_pairs(args)
     if args.trace:
         trace = load_trace(args.trace)
@@ -106,7 +105,7 @@ def _check_option_pairs(args) -> None:
 
 
 def simulate_command(args) -> int:
-    trace = make_trace(args)
+    trace = trace_from_options(args)
     policies = POLICIES if args.policy == "all" else [args.policy]
     results = run_policies(trace, policies, model=args.model, gpu_memory_gib=args.gpu_gib,
                            num_blocks=args.num_blocks, block_size=args.block_size, max_batch=args.max_batch,
@@ -125,7 +124,7 @@ def simulate_command(args) -> int:
     if args.png:
         import matplotlib
         matplotlib.use("Agg")
-        from .viz import plot_results
+        from .sim.plots import plot_results
         fig = plot_results(results, title=f"{d['name']} on {args.model}", paper=paper)
         fig.savefig(args.png, dpi=120)
         print(f"wrote {args.png}")

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from pagedkv_lib.__main__ import main
-from pagedkv_lib.simulate import POLICIES
+from pagedkv_lib.sim import POLICIES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -6,7 +6,7 @@ and prints where the KV memory went. ``--help`` lists the options; ``--png`` als
 figure. Bad input exits with status 2 and a one-line message, including an option that only
 works with another one given without it (``--prefixes`` needs ``--prefix-len``,
 ``--independent-lengths`` needs ``--samples``, ``--dataset`` and ``--requests`` conflict with
-``--trace``).
+``--trace``), and a count too large to build (:data:`OPTION_LIMITS`) before anything is built.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import sys
 
 from .accounting import MODELS
 from .sim import PAPER_TOKEN_STATE_SHARE, POLICIES, format_table, run_policies
+from .sim.trace_files import MAX_TOKENS
 
 COLUMNS = {"policy": "policy", "share_token_states": "tokens", "paper_share_token_states": "(paper)",
            "share_reservation": "reserved", "share_internal_fragmentation": "internal", "share_external_fragmentation":
@@ -22,6 +23,15 @@ COLUMNS = {"policy": "policy", "share_token_states": "tokens", "paper_share_toke
            "peak_batch": "peak", "preemptions": "preempted", "steps": "steps"}
 """Columns of the printed table and their headings. ``(paper)`` is the token-state share the paper's
 Figure 2 reports for the matching system, shown only for a run in that setting (see ``paper_setting``)."""
+
+
+OPTION_LIMITS = {"requests": (10_000_000, "requests (each costs memory for its arrays and series)"),
+                 "num_blocks": (100_000_000, "blocks (the block manager keeps a few entries per block)"),
+                 "block_size": (MAX_TOKENS, "tokens, the most a trace file may give"),
+                 "prefix_len": (MAX_TOKENS, "tokens, the most a trace file may give"),
+                 "prefixes": (MAX_TOKENS, "distinct prefixes")}
+"""Largest value, and its unit, of each count option: the command line refuses more with one line,
+before it builds a trace or a cache that could not fit in memory."""
 
 
 def paper_setting(args) -> bool:
@@ -90,7 +100,16 @@ def trace_from_options(args):
 
 
 def _check_option_pairs(args) -> None:
-    """Refuse an option that would be silently ignored because the option it modifies is missing."""
+    """Refuse an option that would be silently ignored because the option it modifies is missing, and a
+    count too large to build (samples and beams beyond ``--max-batch`` could never run together)."""
+    for name, (limit, unit) in OPTION_LIMITS.items():
+        value = getattr(args, name)
+        if value is not None and value > limit:
+            raise ValueError(f"--{name.replace('_', '-')} {_show_count(value)} is too large: at most {limit:,} {unit}")
+    for flag, value in (("--samples", args.samples), ("--beam", args.beam)):
+        if value is not None and value > args.max_batch:
+            raise ValueError(f"{flag} {_show_count(value)} runs more sequences per request than --max-batch "
+                             f"{args.max_batch} lets run at once")
     if args.prefixes is not None and args.prefix_len is None:
         raise ValueError(f"--prefixes {args.prefixes} needs --prefix-len TOKENS (the length of the shared prefixes)")
     if args.independent_lengths and (args.samples is None or args.samples < 2):
@@ -102,6 +121,12 @@ def _check_option_pairs(args) -> None:
             if value is not None:
                 raise ValueError(f"{flag} {value} picks a built-in trace, but --trace {args.trace} was given; "
                                  f"use one or the other")
+
+
+def _show_count(value: int) -> str:
+    """An integer option as typed, shortened if it is very long."""
+    text = str(value)
+    return text if len(text) <= 20 else f"{text[:12]}... ({len(text)} digits)"
 
 
 def simulate_command(args) -> int:

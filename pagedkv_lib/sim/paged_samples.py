@@ -33,11 +33,10 @@ class Sample:
                  "alive", "sort_key")
 
     def __init__(self, name: str, group: SampleGroup, index: int, start_tokens: int, admitted_at: int,
-                 final_tokens: int):
+                 final_tokens: int, block_size: int):
         self.name, self.group, self.index = name, group, index
         self.start_tokens, self.admitted_at, self.final_tokens = start_tokens, admitted_at, final_tokens
-        self.handed_over = start_tokens
-        self.blocks = 0  # set by the group's admission, which hands the prompt over
+        self.handed_over, self.blocks = start_tokens, blocks_needed(start_tokens, block_size)
         self.alive = True
         self.sort_key = (group.order, index)
 
@@ -106,14 +105,13 @@ class SampleGroup:
             if generated[index] == output:
                 continue  # this sample had finished before the preemption
             start = memory.prompt[r] + generated[index]
-            sample = Sample(memory.new_name(r), self, index, start, t, memory.prompt[r] + output)
+            sample = Sample(memory.new_name(r), self, index, start, t, memory.prompt[r] + output, memory.block_size)
             if fork_from is not None:
                 manager.fork(fork_from, sample.name)
             else:
                 manager.add_request(sample.name, memory.token_ids.ids(r, index, 0, start))
                 if memory.sharing and not any(generated):
                     fork_from = sample.name
-            sample.blocks = blocks_needed(start, memory.block_size)
             self.samples.append(sample)
             memory.seqs_running += 1
             memory.token_jumps += start

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from pagedkv_lib import attention as A
-from pagedkv_lib.workloads import sharegpt_like
+from pagedkv_lib.sim import sharegpt_like
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
 

@@ -24,14 +24,30 @@ Measurements, all in one process on one core:
 Each measurement is repeated (``--repeat``, default 3) and the fastest run kept, because the
 machine is shared. Usage: ``python benchmarks/allocator.py`` (about 30 s per pool size on a 2-core
 machine), or ``--requests 2000 --repeat 1`` for a quick look.
+
+**A/B against an older revision**: ``--baseline REV`` extracts ``pagedkv_lib`` at git revision
+``REV`` into a temporary folder, imports it under another package name, and runs every
+measurement above for both managers in the same process, alternating old and new in each
+repeat, timed in process CPU seconds; it prints the median and range of each figure and the
+ratio new/old. With
+``--simulate N`` it also times the paged policies of the simulator on an ``N``-request
+ShareGPT-like trace, running the baseline's simulator with either block manager plugged in,
+so that only the manager differs.
 """
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
+import importlib
 import os
 import platform
 import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 from pagedkv_lib.allocator import BlockManager
@@ -70,17 +86,17 @@ class NullManager:
 class Timed:
     """Wraps a manager and adds up the seconds spent in each of its three methods, and the calls."""
 
-    def __init__(self, inner):
-        self.inner = inner
+    def __init__(self, inner, clock=time.perf_counter):
+        self.inner, self.clock = inner, clock
         self.seconds = {"add_request": 0.0, "append_tokens": 0.0, "free": 0.0}
         self.calls = dict.fromkeys(self.seconds, 0)
 
     def _timed(self, name, *args):
-        t0 = time.perf_counter()
+        t0 = self.clock()
         try:
             return getattr(self.inner, name)(*args)
         finally:
-            self.seconds[name] += time.perf_counter() - t0
+            self.seconds[name] += self.clock() - t0
             self.calls[name] += 1
 
     def add_request(self, request_id, prompt_token_ids, *, salt=None):
@@ -93,15 +109,15 @@ class Timed:
         return self._timed("free", request_id)
 
 
-def drive(manager, num_requests: int, seed: int, max_running: int) -> dict:
-    """Run the trace through ``manager``; return the wall time and the driver's counts."""
+def drive(manager, num_requests: int, seed: int, max_running: int, clock=time.perf_counter) -> dict:
+    """Run the trace through ``manager``; return the seconds (by ``clock``) and the driver's counts."""
     decode_tokens = [[t] for t in random.Random(seed + 1).choices(range(VOCAB), k=4096)]
     trace = make_trace(num_requests, seed)
     waiting = []            # preempted requests, retried first
     running = []            # [request_id, prompt, tokens still to generate, output length]
     calls = appends = preemptions = step = 0
     pending = next(trace, None)
-    t0 = time.perf_counter()
+    t0 = clock()
     while running or waiting or pending is not None:
         while len(running) < max_running and (waiting or pending is not None):
             rid, prompt, out_len = waiting[-1] if waiting else pending
@@ -137,10 +153,11 @@ def drive(manager, num_requests: int, seed: int, max_running: int) -> dict:
                 manager.free(entry[0])
                 calls += 1
         running = still
-    return {"seconds": time.perf_counter() - t0, "calls": calls, "appends": appends, "preemptions": preemptions}
+    return {"seconds": clock() - t0, "calls": calls, "appends": appends, "preemptions": preemptions}
 
 
-def pool_only(num_blocks: int, caching: bool, rounds: int, seed: int, collect: bool) -> tuple[float, int]:
+def pool_only(num_blocks: int, caching: bool, rounds: int, seed: int, collect: bool,
+              manager_class=BlockManager, clock=time.perf_counter) -> tuple[float, int]:
     """Seconds and block operations for ``rounds`` add/free pairs of 256-token prompts.
 
     The 256 prompts cycle through a pool of ``num_blocks`` = 1024 blocks, so a prompt's cached
@@ -149,15 +166,15 @@ def pool_only(num_blocks: int, caching: bool, rounds: int, seed: int, collect: b
     """
     rng = random.Random(seed)
     prompts = [[rng.randrange(VOCAB) for _ in range(256)] for _ in range(256)]
-    bm = BlockManager(num_blocks, 16, enable_prefix_caching=caching)
+    bm = manager_class(num_blocks, 16, enable_prefix_caching=caching)
     if not collect:
         gc.disable()
-    t0 = time.perf_counter()
+    t0 = clock()
     for r in range(rounds):
         rid = str(r)
         bm.add_request(rid, prompts[r & 255])
         bm.free(rid)
-    seconds = time.perf_counter() - t0
+    seconds = clock() - t0
     gc.enable()
     s = bm.stats()
     return seconds, s.blocks_allocated + s.blocks_freed
@@ -182,7 +199,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the fastest is kept")
     ap.add_argument("--no-prefix-caching", action="store_true", help="run the trace with prefix caching off")
+    ap.add_argument("--baseline", metavar="REV", help="A/B: also measure pagedkv_lib at this git revision")
+    ap.add_argument("--simulate", type=int, default=0, metavar="N",
+                    help="with --baseline: also time the simulator's paged policies on N requests")
     args = ap.parse_args()
+    if args.baseline:
+        compare(args)
+        return
 
     print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, Python {platform.python_version()}, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
@@ -234,6 +257,97 @@ def main() -> None:
     for name, seconds in real.seconds.items():
         inside = seconds - timed_null.seconds[name] * real.calls[name] / max(timed_null.calls[name], 1)
         print(f"  {name:13s} {real.calls[name]:>9,} calls  {inside:6.2f} s  {inside / real.calls[name] * 1e6:6.2f} us/call")
+    print(f"# load average {os.getloadavg()[0]:.2f} at end")
+
+
+# ----------------------------------------------------------------- A/B against an older revision
+
+# The A/B times with this process's CPU time: on a shared machine, wall time also counts the
+# time other processes hold the core.
+CPU = time.process_time
+
+
+def load_baseline(rev: str):
+    """``pagedkv_lib`` as of git revision ``rev``, imported as package ``pagedkv_baseline``."""
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                          check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    folder = tempfile.mkdtemp(prefix="pagedkv_baseline_")
+    atexit.register(shutil.rmtree, folder, True)  # removed when the benchmark exits
+    archive = subprocess.run(["git", "archive", rev, "pagedkv_lib"], capture_output=True, check=True, cwd=root)
+    subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
+    os.rename(os.path.join(folder, "pagedkv_lib"), os.path.join(folder, "pagedkv_baseline"))
+    sys.path.insert(0, folder)
+    base = importlib.import_module("pagedkv_baseline")
+    for name in ("allocator", "sim_paged", "simulate"):
+        importlib.import_module(f"pagedkv_baseline.{name}")
+    # Old and new raise and catch one OutOfBlocksError class, so one driver serves both.
+    base.allocator.OutOfBlocksError = base.sim_paged.OutOfBlocksError = OutOfBlocksError
+    return base
+
+
+def trace_seconds(manager_class, args, caching: bool, num_blocks: int, null_s: float) -> float:
+    """Allocator seconds of one trace run: the driver's wall time minus the null manager's."""
+    run = drive(manager_class(num_blocks, 16, enable_prefix_caching=caching), args.requests, args.seed,
+                args.max_running, CPU)
+    return run["seconds"] - null_s
+
+
+def method_us(manager_class, args, caching: bool, null: Timed) -> dict[str, float]:
+    """Microseconds per call of each method on one trace run (the timing wrapper's cost subtracted)."""
+    real = Timed(manager_class(args.pools[0], 16, enable_prefix_caching=caching), CPU)
+    drive(real, args.requests, args.seed, args.max_running, CPU)
+    return {name: (seconds - null.seconds[name] * real.calls[name] / max(null.calls[name], 1))
+            / real.calls[name] * 1e6 for name, seconds in real.seconds.items()}
+
+
+def simulate_seconds(base, manager_class, trace, policy: str) -> float:
+    """Seconds for the baseline's simulator to run ``policy`` with ``manager_class`` as its block manager."""
+    base.sim_paged.BlockManager = manager_class
+    t0 = CPU()
+    base.simulate.simulate(trace, policy, progress=False)
+    return CPU() - t0
+
+
+def compare(args) -> None:
+    """Every measurement for the baseline and the current manager, alternating; medians and ranges."""
+    base = load_baseline(args.baseline)
+    managers = {"old": base.allocator.BlockManager, "new": BlockManager}
+    print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, Python {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f} at start; old = {args.baseline}, new = working tree; "
+          f"{args.repeat} alternating repeats, {args.requests} trace requests")
+    null_s = min(drive(NullManager(), args.requests, args.seed, args.max_running, CPU)["seconds"]
+                 for _ in range(args.repeat))
+    timed_null = Timed(NullManager(), CPU)
+    drive(timed_null, args.requests, args.seed, args.max_running, CPU)
+    trace = base.workloads.sharegpt_like(args.simulate, seed=args.seed) if args.simulate else None
+    figures: dict[str, dict[str, list[float]]] = {}
+
+    def record(what: str, label: str, value: float) -> None:
+        figures.setdefault(what, {"old": [], "new": []})[label].append(value)
+
+    for rep in range(args.repeat):
+        for label in (("old", "new") if rep % 2 == 0 else ("new", "old")):
+            cls = managers[label]
+            for caching in (False, True):
+                on = "on" if caching else "off"
+                seconds, ops = pool_only(1024, caching, args.pool_rounds, args.seed, True, cls, CPU)
+                record(f"pool only, caching {on}: us per block op", label, seconds / ops * 1e6)
+                for num_blocks in args.pools:
+                    record(f"trace, caching {on}, {num_blocks:,} blocks: allocator s", label,
+                           trace_seconds(cls, args, caching, num_blocks, null_s))
+                for name, us in method_us(cls, args, caching, timed_null).items():
+                    record(f"trace, caching {on}, {args.pools[0]:,} blocks: {name} us/call", label, us)
+            for policy in (("paged", "paged+sharing") if trace is not None else ()):
+                record(f"simulate {args.simulate} requests, {policy}: s", label,
+                       simulate_seconds(base, cls, trace, policy))
+    # Other processes only ever add time, so the fastest runs' ratio is shown beside the medians'.
+    print("| measurement | old: median (range) | new: median (range) | new / old: medians | fastest |")
+    print("|---|---:|---:|---:|---:|")
+    for what, runs in figures.items():
+        old, new = statistics.median(runs["old"]), statistics.median(runs["new"])
+        print(f"| {what} | {old:.3f} ({min(runs['old']):.3f}-{max(runs['old']):.3f}) "
+              f"| {new:.3f} ({min(runs['new']):.3f}-{max(runs['new']):.3f}) | {new / old:.2f} "
+              f"| {min(runs['new']) / min(runs['old']):.2f} |")
     print(f"# load average {os.getloadavg()[0]:.2f} at end")
 
 

@@ -1,7 +1,7 @@
 """The paged block manager: prefix caching, eviction order, fork and copy-on-write, errors, atomicity."""
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pagedkv_lib.allocator import (BlockManager, DuplicateRequestError, InvariantError,
                                    UnknownRequestError, slot_mapping_batch)
@@ -11,9 +11,9 @@ from pagedkv_lib.errors import OutOfBlocksError, PagedKVError
 def state(bm):
     """Everything an atomic call must leave untouched. Reads private structures on purpose:
     the claim under test is that a failed call changes *no* structure, not just the public view."""
-    pool = bm._pool
-    return (bm.stats(), bm.free_queue(), list(pool.ref_cnt), dict(pool.cached), list(pool.block_key),
-            {rid: (list(s.table), list(s.tokens), s.last_hash, s.num_hashed) for rid, s in bm._seqs.items()})
+    pool, cache = bm._pool, bm._pool.cache
+    return (bm.stats(), bm.free_queue(), list(pool.ref_cnt), dict(cache.block_of), list(cache.key), list(cache.uid),
+            {rid: (list(s.table), list(s.tokens), s.parent, s.chained) for rid, s in bm._seqs.items()})
 
 
 # ------------------------------------------------------------------ prefix caching
@@ -274,6 +274,8 @@ def _loaded():
     (lambda bm: bm.padded_block_tables(["a", ["b"]]), TypeError, r"^request_id must be a request id"),
     (lambda bm: bm.append_tokens("zz", [1]), UnknownRequestError, "'zz' is not a live request"),
     (lambda bm: bm.append_tokens("a", [True]), TypeError, "got True"),
+    (lambda bm: bm.append_tokens("a", [-1]), ValueError, r"token_ids\[0\] must be an integer >= 0, got -1"),
+    (lambda bm: bm.append_tokens("a", [1.0]), TypeError, "got 1.0"),
     (lambda bm: bm.fork("zz", "b"), UnknownRequestError, "parent_id 'zz'"),
     (lambda bm: bm.fork("a", "a"), DuplicateRequestError, "child_id 'a'"),
     (lambda bm: bm.free("zz"), UnknownRequestError, "'zz'"),
@@ -312,7 +314,8 @@ def test_numpy_token_ids_are_accepted_and_float_arrays_are_not():
     bm = BlockManager(8, 4)
     bm.add_request("a", np.arange(6, dtype=np.int32))
     bm.append_tokens("a", np.array([7]))
-    assert bm.token_ids("a") == [0, 1, 2, 3, 4, 5, 7]
+    bm.append_tokens("a", [np.int64(8)])  # a numpy scalar in a list is converted too
+    assert bm.token_ids("a") == [0, 1, 2, 3, 4, 5, 7, 8] and type(bm.token_ids("a")[-1]) is int
     with pytest.raises(TypeError, match="dtype float64"):
         bm.append_tokens("a", np.array([1.0]))
 
@@ -405,3 +408,76 @@ def test_appends_after_fork_and_after_a_prefix_hit_on_a_full_last_block_stay_cor
     assert bm.block_table("c") == [3, 5] and bm.block_table("d")[0] == 3
     assert bm.token_ids("c") == [9, 9, 9, 9, 5] and bm.token_ids("d") == [9, 9, 9, 9, 1]
     bm.check_invariants()
+
+
+# ------------------------------------------------------------------ exact prefix chains
+
+# Two different first blocks whose tuples have equal Python hashes (the pair from issue 8).
+FIRST, SECOND = [1, 2, 3, 4], [14, 2, 3, 2116210326155295291]
+M = 2**61 - 1  # Python hashes an int modulo M, so t and t + M hash alike
+
+
+def test_the_colliding_pair_collides_in_this_python():
+    assert FIRST != SECOND and hash(tuple(FIRST)) == hash(tuple(SECOND))
+    assert hash((None, tuple(FIRST), None)) == hash((None, tuple(SECOND), None))  # as hash-chained first blocks
+
+
+def test_blocks_with_equal_hashes_never_serve_each_others_children():
+    bm = BlockManager(16, 4)
+    bm.add_request("first", FIRST + [0])                            # caches FIRST
+    assert bm.add_request("second", SECOND + [5, 6, 7, 8, 0]) == 0  # SECOND only collides with it
+    # [5, 6, 7, 8] was computed after SECOND: a prompt that starts with FIRST must compute it again.
+    assert bm.add_request("after-first", FIRST + [5, 6, 7, 8, 0]) == 4
+    assert bm.add_request("after-second", SECOND + [5, 6, 7, 8, 0]) == 8
+    assert bm.block_table("after-second")[:2] == bm.block_table("second")[:2]
+    assert bm.block_table("after-first")[:2] == [bm.block_table("first")[0], bm.block_table("after-first")[1]]
+    assert bm.block_table("after-first")[1] != bm.block_table("second")[1]
+    bm.check_invariants()
+
+
+def test_a_block_cached_during_decode_continues_only_its_own_prefix():
+    bm = BlockManager(16, 4)
+    bm.add_request("first", FIRST + [0])
+    bm.add_request("second", SECOND + [5])
+    bm.append_tokens("second", [6, 7, 8])                           # its second block fills: cached
+    assert bm.add_request("after-first", FIRST + [5, 6, 7, 8, 0]) == 4
+    assert bm.add_request("after-second", SECOND + [5, 6, 7, 8, 0]) == 8
+    bm.check_invariants()
+
+
+BLOCKS = [(1, 2), (1 + M, 2), (3, 4), (3 + M, 4)]  # block size 2; each pair has equal hashes
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(BLOCKS), min_size=1, max_size=3), min_size=1, max_size=6))
+def test_a_hit_is_the_longest_exactly_equal_cached_prefix_even_when_hashes_collide(prompts):
+    bm = BlockManager(64, 2)  # big enough that nothing is evicted
+    computed = set()  # every full-block prefix whose states some request computed
+    for i, blocks in enumerate(prompts):
+        prompt = [t for block in blocks for t in block] + [0]
+        expected = 0
+        while expected < len(blocks) and tuple(prompt[:2 * expected + 2]) in computed:
+            expected += 1
+        assert bm.add_request(f"r{i}", prompt) == 2 * expected
+        computed.update(tuple(prompt[:2 * j + 2]) for j in range(len(blocks)))
+    bm.check_invariants()
+
+
+def test_check_invariants_sees_a_request_that_lost_its_place_in_the_chain():
+    bm = BlockManager(8, 4)
+    bm.add_request("a", range(9))
+    bm._seqs["a"].parent = None  # corrupt on purpose: the chain would restart at its third block
+    with pytest.raises(InvariantError, match="does not continue the cached block"):
+        bm.check_invariants()
+
+
+def test_check_invariants_sees_a_cached_block_whose_key_names_other_tokens():
+    bm = BlockManager(8, 4)
+    bm.add_request("a", range(9))
+    cache, b = bm._pool.cache, bm.block_table("a")[1]
+    key = cache.key[b]
+    del cache.block_of[key]
+    cache.key[b] = (key[0], (9, 9, 9, 9), key[2])  # corrupt on purpose
+    cache.block_of[cache.key[b]] = b
+    with pytest.raises(InvariantError, match="holds other tokens than its key"):
+        bm.check_invariants()

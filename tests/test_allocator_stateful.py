@@ -1,10 +1,16 @@
 """Random add / append / fork / free sequences against a model of the physical cache.
 
-The model plays the attention layer: it keeps the token id stored in every cache slot, writes
-new tokens where ``slot_mapping`` says, performs the copy-on-write pairs ``append_tokens``
-returns, and never writes into prefix-cache hits. After every step each live request must read
-its own tokens back through its block table. That fails if a shared block is ever written
-without a copy, if a hit serves the wrong tokens, or if a block is handed out twice.
+The model plays the attention layer: a cache slot's K/V states depend on the token at that
+position *and every token before it*, so the model stores in each slot the whole token history
+up to its position. It writes new tokens where ``slot_mapping`` says, performs the
+copy-on-write pairs ``append_tokens`` returns, and never writes into prefix-cache hits. After
+every step each live request must read its own histories back through its block table. That
+fails if a shared block is ever written without a copy, if a hit serves states computed after
+other tokens, or if a block is handed out twice.
+
+Token ids come from a tiny vocabulary in which ``t`` and ``t + 2**61 - 1`` have the same Python
+hash, so that many different blocks and prefixes have equal hashes: a prefix cache that named a
+block's parent by hash would serve wrong hits here.
 
 Prefix hits are checked against a plain-dict reference: the set of ``(salt, token prefix)`` of
 every full block ever written. Before any eviction the hit must equal the longest run of cached
@@ -13,15 +19,25 @@ full blocks (minus the last prompt token's block); after evictions it may only b
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from pagedkv_lib.accounting import blocks_needed
 from pagedkv_lib.allocator import BlockManager
 from pagedkv_lib.errors import OutOfBlocksError
 
 from test_allocator import state
 
-# A few shared "system prompts" so that prefixes repeat; token ids from a tiny vocabulary so
-# that generated blocks collide with cached ones too.
-PREFIXES = [(), (1, 2, 3, 4, 5, 6, 7, 8), (1, 2, 3, 4, 9, 9), (5, 5, 5, 5, 5)]
-token_lists = st.lists(st.integers(0, 3), max_size=6)
+# Python hashes an int modulo 2**61 - 1, so t and t + M hash alike: blocks that differ only by
+# such swaps collide, and so do chains built on them.
+M = 2**61 - 1
+# A few shared "system prompts" so that prefixes repeat (two pairs differ only by colliding ids);
+# token ids from a tiny vocabulary so that generated blocks collide with cached ones too.
+PREFIXES = [(), (1, 2, 3, 4, 5, 6, 7, 8), (1 + M, 2, 3, 4, 5, 6, 7, 8), (1, 2, 3, 4, 9, 9),
+            (5, 5, 5, 5, 5), (5, 5 + M, 5, 5, 5)]
+token_lists = st.lists(st.sampled_from([0, 1, 2, M, 1 + M]), max_size=6)
+
+
+def _histories(tokens):
+    """What the K/V states at each position depend on: the tokens up to and including it."""
+    return [tuple(tokens[:p + 1]) for p in range(len(tokens))]
 
 
 class AllocatorMachine(RuleBasedStateMachine):
@@ -30,7 +46,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     def setup(self, num_blocks, block_size, caching):
         self.bm = BlockManager(num_blocks, block_size, enable_prefix_caching=caching)
         self.S, self.caching = block_size, caching
-        self.slots = {}        # flat slot -> token id stored there
+        self.slots = {}        # flat slot -> the token history its K/V states were computed from
         self.tokens = {}       # live request -> its token ids
         self.salts = {}
         self.ever_cached = set()  # (salt, prefix) of every full block ever written
@@ -72,9 +88,9 @@ class AllocatorMachine(RuleBasedStateMachine):
         assert hit == expected if evicted_before == 0 else hit <= expected
         self.hit_tokens += hit
         slots = self.bm.slot_mapping(rid, range(len(prompt))).tolist()
-        assert [self.slots[s] for s in slots[:hit]] == prompt[:hit], "a hit served other tokens"
-        for s, t in zip(slots[hit:], prompt[hit:]):  # prefill computes the rest
-            self.slots[s] = t
+        assert [self.slots[s] for s in slots[:hit]] == _histories(prompt)[:hit], "a hit served other states"
+        for s, history in zip(slots[hit:], _histories(prompt)[hit:]):  # prefill computes the rest
+            self.slots[s] = history
         self.tokens[rid], self.salts[rid] = prompt, salt
         self._remember_full_blocks(rid)
 
@@ -93,14 +109,15 @@ class AllocatorMachine(RuleBasedStateMachine):
             assert not could and state(self.bm) == before
             return
         assert could
-        assert pairs == ([(last, self.bm.block_table(rid)[-(-T // S) - 1])] if must_copy else [])
+        assert pairs == ([(last, self.bm.block_table(rid)[blocks_needed(T, S) - 1])] if must_copy else [])
         for src, dst in pairs:  # the attention layer copies K/V before writing
             for j in range(S):
                 if src * S + j in self.slots:
                     self.slots[dst * S + j] = self.slots[src * S + j]
-        for s, t in zip(self.bm.slot_mapping(rid, range(T, T + len(new))).tolist(), new):
-            self.slots[s] = t
         self.tokens[rid] = self.tokens[rid] + new
+        for s, history in zip(self.bm.slot_mapping(rid, range(T, T + len(new))).tolist(),
+                              _histories(self.tokens[rid])[T:]):
+            self.slots[s] = history
         self._remember_full_blocks(rid)
 
     @precondition(lambda self: self.tokens)
@@ -128,7 +145,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     def every_request_reads_back_its_own_tokens(self):
         for rid, toks in self.tokens.items():
             slots = self.bm.slot_mapping(rid, range(len(toks))).tolist()
-            assert [self.slots[s] for s in slots] == toks, f"request {rid} reads other tokens"
+            assert [self.slots[s] for s in slots] == _histories(toks), f"request {rid} reads other states"
 
     @invariant()
     def ledger_figures_match_the_live_state(self):

@@ -27,13 +27,25 @@ from .practice import Practice, check, hint, practice  # noqa: F401 (the lesson 
 _GATES: dict[str, "Gate"] = {}
 
 
+def _figure(item):
+    """The matplotlib figure of a figure or axes item, else None."""
+    fig = item if hasattr(item, "savefig") else getattr(item, "figure", None)
+    return fig if hasattr(fig, "savefig") else None
+
+
 def _rendered(item) -> Any:
-    """A reveal item as something IPython can display: text as Markdown, a figure as a PNG image."""
+    """A reveal item as something IPython can display: text as Markdown, a figure as a PNG image.
+
+    A callable item is called first (so a figure is drawn only when it is revealed)."""
+    import matplotlib.pyplot as plt
     from IPython.display import Image, Markdown
-    fig = getattr(item, "figure", None) if not hasattr(item, "savefig") else item
-    if fig is not None and hasattr(fig, "savefig"):
+    if callable(item):
+        item = item()
+    fig = _figure(item)
+    if fig is not None:
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+        plt.close(fig)
         return Image(data=buf.getvalue(), format="png")
     return Markdown(item) if isinstance(item, str) else item
 
@@ -41,13 +53,11 @@ def _rendered(item) -> Any:
 def _hold_figures(items) -> list:
     """Close figures handed to a reveal, so the inline backend does not show them at cell end."""
     import matplotlib.pyplot as plt
-    out = []
+    items = list(items)
     for item in items:
-        fig = item if hasattr(item, "savefig") else getattr(item, "figure", None)
-        if fig is not None and hasattr(fig, "savefig"):
-            plt.close(fig)
-        out.append(item)
-    return out
+        if _figure(item) is not None:
+            plt.close(_figure(item))
+    return items
 
 
 class Gate:
@@ -55,8 +65,10 @@ class Gate:
 
     ``choices`` (a list) or ``number`` (the units, a string such as ``"KiB"``) says how the
     learner answers; ``answer`` is the outcome the prediction is compared with; a number is
-    right within the relative ``tolerance``. ``reveal`` holds matplotlib figures (or axes),
-    markdown strings, or any displayable object, shown in order after the commit.
+    right within the relative ``tolerance``. Where several choices tie, ``answer`` may be a
+    tuple of them: each counts as right. ``reveal`` holds matplotlib figures (or axes), markdown
+    strings, zero-argument callables returning either (called at reveal time), or any
+    displayable object, shown in order after the commit.
     """
 
     def __init__(self, qid: str, question: str, *, answer, choices: Sequence | None = None,
@@ -71,8 +83,11 @@ class Gate:
             choices = list(choices)
             if len(choices) < 2 or len(set(map(str, choices))) != len(choices):
                 raise ValueError(f"choices of {qid!r} must be at least two distinct options, got {choices!r}")
-            if answer not in choices:
-                raise ValueError(f"answer of {qid!r} must be one of its choices {choices!r}, got {answer!r}")
+            tied = isinstance(answer, tuple) and answer not in choices
+            ok = (len(answer) > 0 and all(a in choices for a in answer)) if tied else answer in choices
+            if not ok:
+                raise ValueError(f"answer of {qid!r} must be one of its choices {choices!r} (or a tuple of "
+                                 f"tied choices), got {answer!r}")
         else:
             if not isinstance(number, str):
                 raise TypeError(f"number of {qid!r} must name the units as a string, got {number!r}")
@@ -107,7 +122,8 @@ class Gate:
             matches = [c for c in self.choices if c == value or str(c) == str(value)]
             if not matches:
                 raise ValueError(f"prediction for {self.id!r} must be one of {self.choices!r}, got {value!r}")
-            value, right = matches[0], matches[0] == self.answer
+            value = matches[0]
+            right = value in self.answer if self._tied else value == self.answer
         else:
             value = parse_number(f"prediction for {self.id!r}", value)
             right = _close(value, self.answer, self.tolerance)
@@ -127,7 +143,13 @@ class Gate:
         return (f"You predicted {self._shown(self.prediction)}; it is {self._shown(self.answer)} "
                 f"({self.outcome}).")
 
+    @property
+    def _tied(self) -> bool:
+        return self.choices is not None and isinstance(self.answer, tuple) and self.answer not in self.choices
+
     def _shown(self, value) -> str:
+        if value is self.answer and self._tied:
+            return " and ".join(map(str, value)) + ", tied"
         return str(value) if self.units is None else f"{value:,} {self.units}".strip()
 
     def _reveal(self) -> bool:

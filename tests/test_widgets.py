@@ -227,3 +227,25 @@ def test_practice_arguments_are_checked():
         W.practice("p", "Q?", answer=1, mistakes={1: "no"})
     with pytest.raises(ValueError, match="must be a number"):
         blocks_practice().check("sixty")
+
+
+def test_tied_choices_each_count_as_right_and_callable_reveals_draw_at_reveal_time():
+    drawn = []
+
+    def figure():
+        drawn.append(1)
+        fig, ax = plt.subplots()
+        ax.plot([0, 1])
+        return fig
+
+    g = W.predict("q-tie", "Which is largest?", choices=["a", "b", "c"], answer=("a", "c"), reveal=[figure])
+    g.widget.button.click()
+    assert drawn == []
+    g.commit("c")
+    assert g.outcome == "right" and drawn == [1]
+    assert g.verdict() == "You predicted c; it is a and c, tied (right)."
+    assert "image/png" in g.widget.output.outputs[1]["data"]
+    h = W.predict("q-tie2", "Which?", choices=["a", "b", "c"], answer=("a", "c"))
+    assert h.commit("b")["outcome"] == "wrong"
+    with pytest.raises(ValueError, match="tuple of tied choices"):
+        W.predict("q-tie3", "Which?", choices=["a", "b"], answer=("a", "z"))

@@ -17,6 +17,7 @@ from matplotlib.patches import Patch
 from . import viz
 from .lab import DESCRIPTIONS, EFFECTS, TRACES, LabRun, explain, ledger_table, run_lab
 from .simulate import POLICIES, format_table, run_policies
+from . import widgets as W
 from .widgets import Gate
 from .workloads import alpaca_like, parallel_sampling, sharegpt_like
 
@@ -124,9 +125,9 @@ class AllocationLab:
                     f"{f', n = {run.n}' if run.trace in ('parallel sampling', 'beam search') else ''}. "
                     "Which effect holds the most token slots once every sequence is complete?")
         self.run = run
-        self.gate = Gate("lab-effect", question, choices=EFFECTS, answer=run.dominant,
-                         reveal=[lambda: block_map_figure(run), ledger_table(run),
-                                 lambda: slots_figure(run), explain(run)])
+        self.gate = W.arm(Gate("lab-effect", question, choices=EFFECTS, answer=run.dominant,
+                               reveal=[lambda: block_map_figure(run), ledger_table(run),
+                                       lambda: slots_figure(run), explain(run)]))
         self.about.value = f"<i>This trace:</i> {DESCRIPTIONS[run.trace]}."
         self.gate_box.children = (self.gate.widget.box,)
 
@@ -144,9 +145,8 @@ class AllocationLab:
         return self.gate
 
     def text(self) -> str:
-        return (f"ALLOCATION LAB. {self.gate.text()}\nNo widgets here? Change controls with "
-                "lab.set(trace=..., block_size=..., sharing=..., n=...) and commit with "
-                "lab.commit('<one of the choices>').")
+        return ("ALLOCATION LAB (without widgets, change controls with this object's "
+                ".set(trace=..., block_size=..., sharing=..., n=...))\n" + self.gate.text())
 
     def __repr__(self) -> str:
         return self.text()
@@ -195,11 +195,11 @@ class SimulatorLab:
         ratio = batch_ratio(results)
         rows = [{k: r.summary[k] for k in ("policy", "mean_batch", "peak_batch", "preemptions",
                                             "share_token_states")} for r in results]
-        self.gate = Gate("sim-batch", f"{name}: how many times larger is the mean running batch under "
-                         "'paged' than under 'max'?", number="x", answer=round(ratio, 1), tolerance=0.25,
-                         reveal=[lambda: viz.plot_results(results, name, paper=name.startswith("ShareGPT-like, 3")),
-                                 "```\n" + format_table(rows) + "\n```",
-                                 _sim_note(results, ratio)])
+        self.gate = W.arm(Gate(
+            "sim-batch", f"{name}: how many times larger is the mean running batch under 'paged' "
+            "than under 'max'?", number="times larger", answer=round(ratio, 1), tolerance=0.25,
+            reveal=[lambda: viz.plot_results(results, name, paper=name.startswith("ShareGPT-like, 3")),
+                    "```\n" + format_table(rows) + "\n```", _sim_note(results, ratio)]))
         self.gate_box.children = (self.gate.widget.box,)
 
     def commit(self, value) -> Gate:
@@ -207,7 +207,7 @@ class SimulatorLab:
         return self.gate
 
     def text(self) -> str:
-        return f"SIMULATOR LAB. {self.gate.text()}\nNo widgets here? Commit with sim.commit(<number>)."
+        return "SIMULATOR LAB (without widgets, choose a trace with SimulatorLab(trace))\n" + self.gate.text()
 
     def __repr__(self) -> str:
         return self.text()

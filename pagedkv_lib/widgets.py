@@ -188,7 +188,7 @@ class Gate:
             lines += [f"  ({k}) {c}" for k, c in enumerate(self.choices, 1)]
             how = f"commit({self.id!r}, <one of the choices above, as text>)"
         else:
-            how = f"commit({self.id!r}, <your number in {self.units}>)"
+            how = f"commit({self.id!r}, <a number, {self.units}>)"
         lines.append(f"No widgets here? Commit by running: from pagedkv_lib.widgets import commit; {how}")
         return "\n".join(lines)
 
@@ -272,7 +272,14 @@ def predict(qid: str, question: str, *, answer, choices: Sequence | None = None,
     if old is not None and old.committed and (old.question, old.answer, old.choices, old.units) == (
             gate.question, gate.answer, gate.choices, gate.units):
         gate.prediction, gate.outcome, gate.revealed = old.prediction, old.outcome, True
-    _GATES[qid] = gate
+    return arm(gate)
+
+
+def arm(gate: Gate) -> Gate:
+    """Register ``gate`` under its id, replacing any earlier one, so :func:`commit` reaches it."""
+    if not isinstance(gate, Gate):
+        raise TypeError(f"gate must be a Gate, got {type(gate).__name__}")
+    _GATES[gate.id] = gate
     return gate
 
 

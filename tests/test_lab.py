@@ -100,7 +100,9 @@ def test_the_lab_checks_its_controls():
         lab.run_lab("Alpaca", 4)
     with pytest.raises(ValueError, match="block_size"):
         lab.run_lab("A1-A3 batch", 0)
-    assert "lab.commit(" in the_lab._repr_mimebundle_()["text/plain"]
+    assert "commit('lab-effect'" in the_lab._repr_mimebundle_()["text/plain"]
+    W.commit("lab-effect", "tail slack")     # the text fallback reaches the lab's current gate
+    assert the_lab.gate.committed
 
 
 @settings(max_examples=30, deadline=None)

@@ -109,7 +109,7 @@ def test_running_the_cell_again_keeps_the_commit():
 
 def test_a_number_gate_is_right_within_its_tolerance():
     g = W.predict("q-num", "KiB per token of OPT-13B?", number="KiB", answer=800, tolerance=0.1)
-    assert "your number in KiB" in repr(g)
+    assert "<a number, KiB>" in repr(g)
     g.widget.input.value = "750"
     g.widget.button.click()
     assert g.outcome == "right" and g.verdict() == "You predicted 750 KiB; it is 800 KiB (right)."

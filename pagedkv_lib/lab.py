@@ -24,6 +24,7 @@ import numpy as np
 from . import replay
 from ._checks import check_choice, check_int
 from .allocator import BlockManager
+from .errors import OutOfBlocksError
 from .contiguous import POLICIES, ContiguousArena
 from .ledger import PAGE_BATCH, Request
 from .workloads import sharegpt_like
@@ -95,22 +96,29 @@ def run_lab(trace: str = "A1-A3 batch", block_size: int = 16, sharing: bool = Tr
     seed = check_int("seed", seed, minimum=0)
     if not isinstance(sharing, bool):
         raise TypeError(f"sharing must be True or False, got {sharing!r}")
-    rng = np.random.default_rng(seed)
-    shared, ids, context = _PLAYERS[trace](S, n, rng)
+    shared, ids, context = _PLAYERS[trace](S, n, np.random.default_rng(seed), None)
+    st = shared.stats()
+    tight = st.used_blocks + st.cached_free_blocks
+    if tight < shared.num_blocks:  # play again in a pool with no block it never needed (a tidier map)
+        try:
+            shared, ids, context = _PLAYERS[trace](S, n, np.random.default_rng(seed), tight)
+        except OutOfBlocksError:  # it needed more at some step than it holds at the end: keep the first
+            pass
     tokens = {rid: shared.token_ids(rid) for rid in ids}
     unshared = _unshared(tokens, S)
     arenas = {p: _arena(tokens, p, context) for p in POLICIES}
     return LabRun(trace, S, sharing, n, shared if sharing else unshared, unshared, ids, context, arenas)
 
 
-def _pool(lengths, S: int) -> int:
-    """Blocks for sequences of these lengths, plus one each for a copy-on-write copy."""
-    return sum(-(-int(t) // S) + 1 for t in lengths)
+def _pool(lengths, S: int, pool: int | None = None) -> int:
+    """``pool`` if given, else blocks for sequences of these lengths plus one each for a copy."""
+    return pool or sum(-(-int(t) // S) + 1 for t in lengths)
 
 
 def _unshared(tokens: dict, S: int) -> BlockManager:
     """The sequences stored one by one, no prefix cache, no forks: nothing shared."""
-    manager = BlockManager(_pool(map(len, tokens.values()), S), S, enable_prefix_caching=False)
+    need = sum(-(-len(t) // S) for t in tokens.values())
+    manager = BlockManager(need, S, enable_prefix_caching=False)
     for rid, toks in tokens.items():
         manager.add_request(rid, toks)
     return manager
@@ -132,21 +140,21 @@ def _pow2(tokens: int) -> int:
 
 # ------------------------------------------------------------------ the traces
 
-def _page_batch(S, n, rng):
+def _page_batch(S, n, rng, pool):
     longest = max(r.tokens for r in PAGE_BATCH)
-    return replay.play_paged(PAGE_BATCH, S, share=True), [r.id for r in PAGE_BATCH], _pow2(longest)
+    return replay.play_paged(PAGE_BATCH, S, share=True, num_blocks=pool), [r.id for r in PAGE_BATCH], _pow2(longest)
 
 
-def _parallel(S, n, rng):
+def _parallel(S, n, rng, pool):
     tails = rng.integers(8, 41, size=n)
     batch = [Request(f"s{j + 1}", _PROMPT, int(t), "prompt") for j, t in enumerate(tails)]
-    return replay.play_paged(batch, S, share=True), [r.id for r in batch], _pow2(_PROMPT + int(tails.max()))
+    return replay.play_paged(batch, S, share=True, num_blocks=pool), [r.id for r in batch], _pow2(_PROMPT + int(tails.max()))
 
 
-def _beams(S, n, rng):
+def _beams(S, n, rng, pool):
     """Neutral beam search: each step, every beam slot picks a parent uniformly; the first pick of
     a parent continues it, further picks fork it, unpicked beams are freed; then each beam decodes."""
-    manager = BlockManager(_pool([_PROMPT + _BEAM_STEPS] * n, S), S)
+    manager = BlockManager(_pool([_PROMPT + _BEAM_STEPS] * n, S, pool), S)
     manager.add_request("b1", list(range(1, _PROMPT + 1)))
     beams, made = ["b1"], 1
     for j in range(1, n):
@@ -173,9 +181,9 @@ def _beams(S, n, rng):
     return manager, sorted(beams, key=lambda rid: int(rid[1:])), _pow2(_PROMPT + _BEAM_STEPS)
 
 
-def _system_prompt(S, n, rng):
+def _system_prompt(S, n, rng, pool):
     users, answers = rng.integers(5, 21, size=_USERS), rng.integers(10, 41, size=_USERS)
-    manager = BlockManager(_pool(_SYSTEM + users + answers, S), S)
+    manager = BlockManager(_pool(_SYSTEM + users + answers, S, pool), S)
     system = list(range(1, _SYSTEM + 1))
     for r in range(_USERS):
         rid, base = f"u{r + 1}", 1_000 * (r + 1)
@@ -184,10 +192,10 @@ def _system_prompt(S, n, rng):
     return manager, [f"u{r + 1}" for r in range(_USERS)], _pow2(int((_SYSTEM + users + answers).max()))
 
 
-def _sharegpt(S, n, rng):
+def _sharegpt(S, n, rng, pool):
     trace = sharegpt_like(20, seed=0)
     prompts, outputs = trace.prompt_len, trace.output_len[:, 0]
-    manager = BlockManager(_pool(prompts + outputs, S), S)
+    manager = BlockManager(_pool(prompts + outputs, S, pool), S)
     for r, (p, o) in enumerate(zip(prompts, outputs)):
         rid, base = f"r{r + 1}", 10_000 * (r + 1)
         manager.add_request(rid, list(range(base, base + int(p))))

@@ -54,8 +54,12 @@ def plot_tables(run: LabRun, ax=None):
 
 def block_map_figure(run: LabRun):
     """The chosen run's block map (a grid of the pool) when small enough, else :func:`plot_tables`."""
-    if run.manager.num_blocks <= MAP_LIMIT:
-        ax = viz.plot_block_map(run.manager, run.request_ids, follow=run.request_ids[0])
+    m, S = run.manager, run.block_size
+    if m.num_blocks <= MAP_LIMIT:
+        cols = max(1, min(m.num_blocks, int(7.5 / max(0.45, 0.1 * S))))  # about 9 inches wide
+        first = run.request_ids[0]
+        follow = first if 1.25 * len(m.block_table(first)) <= cols else None  # its row must fit
+        ax = viz.plot_block_map(m, run.request_ids, follow=follow, cols=cols)
     else:
         ax = plot_tables(run)
     ax.figure.tight_layout()
@@ -101,8 +105,8 @@ class AllocationLab:
 
     def __init__(self, trace: str = "A1-A3 batch", block_size: int = 16, sharing: bool = True, n: int = 4):
         import ipywidgets as w
-        style = {"description_width": "10em"}
-        wide = w.Layout(width="32em")
+        style = {"description_width": "13em"}
+        wide = w.Layout(width="36em")
         self.trace = w.Dropdown(options=list(TRACES), value=trace, description="trace", style=style, layout=wide)
         self.block_size = w.IntSlider(value=block_size, min=1, max=64, description="block size S (tokens)",
                                       style=style, layout=wide, continuous_update=False)
@@ -191,6 +195,7 @@ class SimulatorLab:
         with self.progress:
             for policy in tqdm(POLICIES, desc=f"simulating {name}", leave=False):
                 results += run_policies(trace, [policy], progress=False)
+            self.progress.clear_output()  # the closed bar would leave a dangling widget view
         self.results = results
         ratio = batch_ratio(results)
         rows = [{k: r.summary[k] for k in ("policy", "mean_batch", "peak_batch", "preemptions",

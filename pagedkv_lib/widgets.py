@@ -21,7 +21,6 @@ from typing import Any, Sequence
 
 from . import practice as _practice_module
 from ._record import RECORD, check_id, escape, now, parse_number, widget_bundle
-from .course import check_value
 from .practice import Practice, check, hint, practice  # noqa: F401 (the lesson API: W.practice, ...)
 
 _GATES: dict[str, "Gate"] = {}
@@ -201,6 +200,7 @@ class Gate:
 
 def _close(value, answer, tolerance: float) -> bool:
     """A number prediction is right within ``tolerance`` (relative), through the course's matcher."""
+    from .course import check_value  # here, not at the top: course imports nbconvert (seconds)
     try:
         check_value("prediction", float(value), float(answer), rel_tol=tolerance)
     except AssertionError:

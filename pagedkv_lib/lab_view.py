@@ -143,10 +143,9 @@ class AllocationLab:
             getattr(self, name).value = value
         return self
 
-    def commit(self, choice: str) -> Gate:
-        """Commit a prediction without clicking (the text fallback); returns the gate."""
-        self.gate.commit(choice)
-        return self.gate
+    def commit(self, choice: str) -> None:
+        """Commit a prediction from code, as :func:`pagedkv_lib.widgets.commit` does."""
+        W.commit(self.gate.id, choice)
 
     def text(self) -> str:
         return ("ALLOCATION LAB (without widgets, change controls with this object's "
@@ -207,9 +206,9 @@ class SimulatorLab:
                     "```\n" + format_table(rows) + "\n```", _sim_note(results, ratio)]))
         self.gate_box.children = (self.gate.widget.box,)
 
-    def commit(self, value) -> Gate:
-        self.gate.commit(value)
-        return self.gate
+    def commit(self, value) -> None:
+        """Commit a prediction from code, as :func:`pagedkv_lib.widgets.commit` does."""
+        W.commit(self.gate.id, value)
 
     def text(self) -> str:
         return "SIMULATOR LAB (without widgets, choose a trace with SimulatorLab(trace))\n" + self.gate.text()

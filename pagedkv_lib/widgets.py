@@ -291,11 +291,21 @@ def gate(qid: str) -> Gate:
     return _GATES[qid]
 
 
-def commit(qid: str, value) -> Gate:
-    """Commit a prediction without widgets (same rule as the button); returns the gate, which shows the reveal."""
+def commit(qid: str, value) -> None:
+    """Commit a prediction from code (the same rule as the button), and show the reveal here.
+
+    In a notebook the verdict, figures and text appear under the calling cell (and in the
+    gate's widget, where widgets render); in a terminal the text is printed.
+    """
     g = gate(qid)
     g.commit(value)
-    return g
+    from IPython import get_ipython
+    if getattr(get_ipython(), "kernel", None) is None:
+        figures = sum(1 for i in g.reveal_items if not isinstance(i, str))
+        print(g.text() + (f"\n({figures} figure(s): open the lesson in Jupyter to see them)" if figures else ""))
+        return
+    from IPython.display import display
+    display(*[_rendered(item) for item in [f"**{g.verdict()}**", *g.reveal_items]])
 
 
 def record() -> list[dict]:

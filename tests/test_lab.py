@@ -78,7 +78,8 @@ def test_the_ledger_shown_equals_stats_summary_for_every_trace(trace, S, sharing
 
 def test_moving_the_slider_re_arms_the_gate():
     the_lab = LV.AllocationLab(trace="parallel sampling", block_size=4)
-    first = the_lab.commit("prefix-sharing savings")
+    first = the_lab.gate
+    the_lab.commit("prefix-sharing savings")
     assert first.revealed
     the_lab.block_size.value = 32          # what dragging the slider does
     assert the_lab.gate is not first and not the_lab.gate.committed

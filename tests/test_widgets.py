@@ -77,9 +77,12 @@ def test_commit_by_button_reveals_the_verdict_the_figure_and_the_explanation():
     assert EXPLAIN in text
 
 
-def test_a_commit_is_final_by_button_and_by_function():
+def test_a_commit_is_final_by_button_and_by_function(capsys):
     g = ctok_gate()
     W.commit("q-ctok", "about 800 KiB")
+    printed = capsys.readouterr().out       # no kernel here: the text fallback prints the reveal
+    assert "You predicted about 800 KiB; it is about 800 KiB (right)." in printed
+    assert EXPLAIN in printed and "1 figure(s)" in printed
     view = g.widget
     view.input.value = "about 8 MiB"
     view.button.click()                       # disabled, but click() would fire: state refuses
@@ -249,3 +252,24 @@ def test_tied_choices_each_count_as_right_and_callable_reveals_draw_at_reveal_ti
     assert h.commit("b")["outcome"] == "wrong"
     with pytest.raises(ValueError, match="tuple of tied choices"):
         W.predict("q-tie3", "Which?", choices=["a", "b"], answer=("a", "z"))
+
+
+@pytest.mark.slow
+def test_in_a_kernel_the_gate_is_a_widget_and_commit_shows_the_reveal_under_its_cell():
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "import matplotlib.pyplot as plt\nfrom pagedkv_lib import widgets as W\n"
+        "fig, ax = plt.subplots()\nax.plot([0, 1])\n"
+        "W.predict('q', 'Which?', choices=['a', 'b'], answer='b', reveal=[fig, 'why: b'])",
+        "W.commit('q', 'a')")]
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    gate_out, commit_out = (c.outputs for c in nb.cells)
+    assert len(gate_out) == 1, "the figure handed to the reveal must not show at the end of the cell"
+    assert "application/vnd.jupyter.widget-view+json" in gate_out[0]["data"]
+    assert "why: b" not in str(gate_out) and "image/png" not in str(gate_out)
+    kinds = [next(iter(set(o["data"]) - {"text/plain"})) for o in commit_out]
+    assert kinds == ["text/markdown", "image/png", "text/markdown"]
+    assert "You predicted a; it is b (wrong)." in commit_out[0]["data"]["text/markdown"]

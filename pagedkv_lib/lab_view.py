@@ -1,7 +1,7 @@
 """The interactive labs of the Demo lesson, as widgets around :mod:`pagedkv_lib.lab` and the simulator.
 
-:class:`AllocationLab`: pick a trace, a block size and sharing; predict which effect holds the
-most token slots; after the commit see the block map, the ledger, the contiguous comparison,
+:class:`AllocationLab`: pick a trace, a block size and sharing; predict which effect is
+largest in token slots; after the commit see the block map, the ledger, the contiguous comparison,
 the explanation and the verdict. Every control change plays the new configuration at once
 (so its figures are checked), then re-arms the gate: nothing about it shows until a new commit.
 
@@ -127,7 +127,7 @@ class AllocationLab:
         run = run_lab(self.trace.value, self.block_size.value, self.sharing.value, self.n.value)
         question = (f"{self.trace.value}, S = {run.block_size}, sharing {'on' if run.sharing else 'off'}"
                     f"{f', n = {run.n}' if run.trace in ('parallel sampling', 'beam search') else ''}. "
-                    "Which effect holds the most token slots once every sequence is complete?")
+                    "Which effect is largest, in token slots, once every sequence is complete?")
         self.run = run
         self.gate = W.arm(Gate("lab-effect", question, choices=EFFECTS, answer=run.dominant,
                                reveal=[lambda: block_map_figure(run), ledger_table(run),

@@ -3,8 +3,8 @@
 Modules hold one idea each: ``accounting`` (Eq. 1-2, blocks, slack, GPU capacity), ``ledger``
 (the subject page's allocation witness), ``allocator`` (the paged block manager), ``contiguous``
 (the baseline it replaces), ``attention`` and ``triton_attention`` (paged attention), ``tinylm``
-(a tiny decoder on either cache), ``workloads`` and ``simulate`` (the serving simulator), ``viz``
-and ``course``. Import what you need from its module, e.g.
+(a tiny decoder on either cache), the ``sim`` package (the serving simulator), ``viz`` and
+``course``. Import what you need from its module, e.g.
 ``from pagedkv_lib.accounting import bytes_per_token``; importing the package itself loads
 neither torch nor triton.
 """

@@ -172,6 +172,8 @@ def logical_bytes(lengths: Sequence[int], model: str | ModelSpec, dtype: str | N
 
 def blocks_needed(num_tokens: int, block_size: int) -> int:
     """``N_i = ceil(T_i / S)``: blocks for one request of ``num_tokens`` tokens (0 tokens, 0 blocks)."""
+    if type(num_tokens) is int and type(block_size) is int and num_tokens >= 0 and block_size >= 1:
+        return -(-num_tokens // block_size)  # plain valid ints: the simulator's hot path skips check_int
     T = check_int("num_tokens", num_tokens, minimum=0)
     S = check_int("block_size", block_size, minimum=1)
     return -(-T // S)

@@ -24,10 +24,10 @@ import numpy as np
 from . import replay
 from ._checks import check_choice, check_int
 from .allocator import BlockManager
+from .contiguous import RESERVATION_POLICIES, ContiguousArena
 from .errors import OutOfBlocksError
-from .contiguous import POLICIES, ContiguousArena
 from .ledger import PAGE_BATCH, Request
-from .workloads import sharegpt_like
+from .sim import sharegpt_like
 
 TRACES = ("A1-A3 batch", "parallel sampling", "beam search", "shared system prompt", "ShareGPT-like 20")
 """Trace names :func:`run_lab` accepts."""
@@ -106,7 +106,7 @@ def run_lab(trace: str = "A1-A3 batch", block_size: int = 16, sharing: bool = Tr
             pass
     tokens = {rid: shared.token_ids(rid) for rid in ids}
     unshared = _unshared(tokens, S)
-    arenas = {p: _arena(tokens, p, context) for p in POLICIES}
+    arenas = {p: _arena(tokens, p, context) for p in RESERVATION_POLICIES}
     return LabRun(trace, S, sharing, n, shared if sharing else unshared, unshared, ids, context, arenas)
 
 

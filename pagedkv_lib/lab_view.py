@@ -7,19 +7,18 @@ the explanation and the verdict. Every control change plays the new configuratio
 
 :class:`SimulatorLab`: run the serving simulator's policies on a chosen trace (progress bar),
 predict how many times larger the paged batch is than the contiguous ``"max"`` batch, then see
-``viz.plot_results``.
+``pagedkv_lib.sim.plots.plot_results``.
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
-from . import viz
+from . import viz, widgets as W
 from .lab import DESCRIPTIONS, EFFECTS, TRACES, LabRun, explain, ledger_table, run_lab
-from .simulate import POLICIES, format_table, run_policies
-from . import widgets as W
+from .sim import POLICIES, alpaca_like, format_table, parallel_sampling, run_policies, sharegpt_like
+from .sim.plots import plot_results
 from .widgets import Gate
-from .workloads import alpaca_like, parallel_sampling, sharegpt_like
 
 MAP_LIMIT = 160
 """Most pool blocks drawn as a block map; larger pools get one row of blocks per sequence."""
@@ -202,7 +201,7 @@ class SimulatorLab:
         self.gate = W.arm(Gate(
             "sim-batch", f"{name}: how many times larger is the mean running batch under 'paged' "
             "than under 'max'?", number="times larger", answer=round(ratio, 1), tolerance=0.25,
-            reveal=[lambda: viz.plot_results(results, name, paper=name.startswith("ShareGPT-like, 3")),
+            reveal=[lambda: plot_results(results, name, paper=name.startswith("ShareGPT-like, 3")),
                     "```\n" + format_table(rows) + "\n```", _sim_note(results, ratio)]))
         self.gate_box.children = (self.gate.widget.box,)
 

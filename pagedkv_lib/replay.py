@@ -17,7 +17,7 @@ from typing import Iterable
 
 from ._checks import check_choice, check_int
 from .allocator import BlockManager
-from .contiguous import POLICIES, ContiguousArena
+from .contiguous import RESERVATION_POLICIES, ContiguousArena
 from .ledger import Request, _requests
 
 __all__ = ["live_tokens", "play_paged", "play_contiguous"]
@@ -88,7 +88,7 @@ def play_contiguous(requests: Iterable[Request], policy: str = "max", max_len: i
     ``num_slots`` defaults to the sum of the reservations (no free slot left).
     """
     reqs = _requests(requests)
-    policy = check_choice("policy", policy, POLICIES)
+    policy = check_choice("policy", policy, RESERVATION_POLICIES)
     live = live_tokens(reqs, steps)
     if num_slots is None:
         probe = ContiguousArena(1, policy, max_len)

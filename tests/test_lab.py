@@ -141,3 +141,21 @@ def test_simulator_lab_gates_the_batch_ratio_and_shows_the_figure():
     assert sim.gate.outcome == "wrong"
     kinds = [set(o["data"]) for o in sim.gate.widget.output.outputs]
     assert any("image/png" in k for k in kinds)
+
+
+def test_the_demo_lesson_hides_its_practice_text_and_fits_a_1280_pixel_window():
+    import nbformat
+    from conftest import REPO
+
+    cells = nbformat.read(REPO / "notebooks" / "04_demo.ipynb", as_version=4).cells
+    text = "\n".join(c.source for c in cells)
+    assert "subject page" not in text.lower() and "the three requests A1-A3 from the Intuition" in text
+    assert "about once per request" in text and "ps4_demo" in text
+    for i, c in enumerate(cells):
+        if c.cell_type == "code" and "colab-setup" not in c.metadata.get("tags", []):
+            assert max(map(len, c.source.splitlines()), default=0) <= 88, f"cell {i} is too wide"
+        if "W.practice(" in c.source:
+            hidden = cells[i - 1]
+            assert "hints=[" not in c.source and "def reveal_text" in hidden.source
+            assert hidden.metadata["jupyter"]["source_hidden"] is True
+            assert hidden.metadata["cellView"] == "form" and hidden.source.startswith("# @title")

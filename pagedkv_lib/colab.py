@@ -21,17 +21,18 @@ LIGHT_DEPS = ("numpy", "matplotlib", "ipywidgets", "tqdm")
 """The library's dependencies other than torch (see pyproject.toml), by import name."""
 
 _CELL = '''\
-# Setup. On Google Colab this installs the course library; anywhere else it does nothing.
-PAGEDKV_SOURCE = {source!r}  # written by the instructor's `make colab SOURCE=...`
+# Setup: on Google Colab this installs the course library; elsewhere it does nothing.
+PAGEDKV_SOURCE = {source!r}  # set by the instructor's `make colab SOURCE=...`
 import importlib.util, subprocess, sys
 if "google.colab" in sys.modules and importlib.util.find_spec("pagedkv_lib") is None:
     if not PAGEDKV_SOURCE:
         raise RuntimeError(
-            "This notebook needs the course library pagedkv_lib. Either upload the course's "
-            "wheel (pagedkv_lib-*.whl) in the Files pane and set PAGEDKV_SOURCE to its path, "
-            "e.g. '/content/pagedkv_lib-0.1.0-py3-none-any.whl', or set it to the git URL "
-            "your instructor gave you, e.g. 'git+https://github.com/ORG/REPO'; then run "
-            "this cell again.")
+            "This notebook needs the course library pagedkv_lib. Either upload the "
+            "course's wheel (pagedkv_lib-*.whl) in the Files pane and set "
+            "PAGEDKV_SOURCE to its path, such as "
+            "'/content/pagedkv_lib-0.1.0-py3-none-any.whl', or set it to the git URL "
+            "your instructor gave you, such as "
+            "'git+https://github.com/ORG/REPO'; then run this cell again.")
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     subprocess.check_call(pip + ["--no-deps", PAGEDKV_SOURCE])  # keeps Colab's torch
     light = {deps!r}  # the other dependencies

@@ -1,10 +1,11 @@
 """Play a ledger batch (:class:`~pagedkv_lib.ledger.Request`: a prefix, then an own tail) on the
 real allocators, so lessons and figures can show live state instead of the teaching ledger.
 
-A group's members are continuations of one prompt (parallel sampling): the first member is
-admitted with the group's prefix, the others :meth:`~pagedkv_lib.allocator.BlockManager.fork`
-it, and then every member appends its own tail, one decode step per token. A request without a
-group is admitted with its prefix and tail as one prompt. ``steps`` stops the batch part way
+Every request is admitted with its prefix as the prompt (its first tail token when it has no
+prefix), and then all requests decode together: each step appends one tail token to every
+request that has one left, as a continuous-batching server does, so their blocks interleave in
+the pool. With sharing, a group's members are continuations of one prompt (parallel sampling):
+the first member is admitted, the others :meth:`~pagedkv_lib.allocator.BlockManager.fork` it. ``steps`` stops the batch part way
 (each request then holds ``prefix + min(steps, tail)`` tokens), so a contiguous arena can show
 the slots it still holds for tokens to come.
 
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ._checks import check_choice, check_int
+from ._checks import check_int
 from .allocator import BlockManager
-from .contiguous import RESERVATION_POLICIES, ContiguousArena
+from .contiguous import ContiguousArena
 from .ledger import Request, _requests
 
 __all__ = ["live_tokens", "play_paged", "play_contiguous"]
@@ -65,19 +66,21 @@ def play_paged(requests: Iterable[Request], block_size: int, *, share: bool = Tr
     ids, first = _token_ids(reqs), {}
     for r in reqs:
         prefix, tail = ids[r.id]
-        if share and r.group is not None and r.prefix:
-            if r.group in first:
-                manager.fork(first[r.group], r.id)
-            else:
-                manager.add_request(r.id, prefix)
-                first[r.group] = r.id
+        if share and (r.group, r.prefix) in first:
+            manager.fork(first[r.group, r.prefix], r.id)
         else:
-            manager.add_request(r.id, prefix + tail[:live[r.id] - r.prefix])
-    for r in reqs:
-        done = manager.num_tokens(r.id) - r.prefix
-        for token in ids[r.id][1][done:live[r.id] - r.prefix]:
-            manager.append_tokens(r.id, [token])  # one decode step
-    return manager
+            manager.add_request(r.id, prefix or tail[:1])
+            if r.group is not None and r.prefix:
+                first.setdefault((r.group, r.prefix), r.id)
+    while True:  # decode steps: each unfinished request appends one token per step
+        stepped = False
+        for r in reqs:
+            done = manager.num_tokens(r.id)
+            if done < live[r.id]:
+                manager.append_tokens(r.id, [ids[r.id][1][done - r.prefix]])
+                stepped = True
+        if not stepped:
+            return manager
 
 
 def play_contiguous(requests: Iterable[Request], policy: str = "max", max_len: int = 32, *,
@@ -88,10 +91,9 @@ def play_contiguous(requests: Iterable[Request], policy: str = "max", max_len: i
     ``num_slots`` defaults to the sum of the reservations (no free slot left).
     """
     reqs = _requests(requests)
-    policy = check_choice("policy", policy, RESERVATION_POLICIES)
+    probe = ContiguousArena(1, policy, max_len)  # checks policy and max_len
     live = live_tokens(reqs, steps)
     if num_slots is None:
-        probe = ContiguousArena(1, policy, max_len)
         num_slots = sum(probe.reservation_for(r.tokens) for r in reqs)
     arena = ContiguousArena(num_slots, policy, max_len)
     for r in reqs:

@@ -232,7 +232,7 @@ def plot_block_map(manager: BlockManager, request_ids: Sequence[str], *, follow:
                  f"{st.cached_free_blocks} cached free, {st.free_blocks - st.cached_free_blocks} free | "
                  f"logical {st.logical_tokens}, unique {st.unique_tokens}, reserved "
                  f"{st.reserved_slots}, slack {st.slack}", fontsize=9)
-    _block_legend(ax, colour, bool(cached))
+    _block_legend(ax, colour, any(len(o) > 1 for o in owners), bool(cached))
     ax.set_xlim(-0.5, cols * S + 0.5)
     ax.set_ylim(-(rows - 1) * 1.8 * _ROW - 0.6, _ROW + 0.5 + top)
     ax.axis("off")
@@ -253,10 +253,11 @@ def _follow_arrows(ax, manager, rid, where, color, top):
                     arrowprops=dict(arrowstyle="->", color="black", lw=0.8))
 
 
-def _block_legend(ax, colour, any_cached):
+def _block_legend(ax, colour, any_shared, any_cached):
     handles = [Patch(fc=c, label=rid) for rid, c in colour.items()]
-    handles += [Patch(fc=SHARED, ec="black", lw=2, label="shared (ref count > 1)"),
-                Patch(fc="white", ec="0.6", hatch="///", label="tail slack")]
+    if any_shared:
+        handles.append(Patch(fc=SHARED, ec="black", lw=2, label="shared (ref count > 1)"))
+    handles.append(Patch(fc="white", ec="0.6", hatch="///", label="tail slack"))
     if any_cached:
         handles.append(Patch(fc=CACHED, ec="black", ls="--", label="cached free (evictable)"))
     handles.append(Patch(fc="white", ec="black", label="free"))

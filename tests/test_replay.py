@@ -1,10 +1,11 @@
 """Playing the page's batch on the real allocators gives the ledger's figures where the shared
 prefix fills whole blocks, and exactly prefix % S more stored tokens per further member where not."""
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from pagedkv_lib import replay
 from pagedkv_lib.accounting import reserved_slots, tail_slack
-from pagedkv_lib.ledger import PAGE_BATCH, allocate, without_sharing
+from pagedkv_lib.ledger import PAGE_BATCH, Request, allocate, without_sharing
 
 
 @pytest.mark.parametrize("S", [1, 2, 3, 4, 6, 8, 12, 16])
@@ -60,3 +61,23 @@ def test_contiguous_play_reserves_per_policy():
 def test_bad_arguments_are_named(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+batches = st.lists(st.tuples(st.integers(0, 20), st.integers(1, 9), st.sampled_from([None, "g", "h"])),
+                   min_size=1, max_size=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches, st.integers(1, 8), st.booleans(), st.none() | st.integers(0, 9))
+def test_any_batch_plays_to_a_consistent_manager_holding_its_live_tokens(reqs, S, share, steps):
+    batch = [Request(f"r{i}", p, t, g) for i, (p, t, g) in enumerate(reqs)]
+    live = replay.live_tokens(batch, steps) if steps != 0 or all(r.prefix for r in batch) else None
+    if live is None:
+        return
+    manager = replay.play_paged(batch, S, share=share, steps=steps)
+    manager.check_invariants()
+    assert {r.id: manager.num_tokens(r.id) for r in batch} == live
+    stats = manager.stats()
+    assert stats.logical_tokens == sum(live.values()) and stats.unique_tokens <= stats.logical_tokens
+    if not share:
+        assert stats.unique_tokens == stats.logical_tokens

@@ -15,6 +15,8 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from . import viz, widgets as W
+from ._checks import check_choice, check_int
+from ._record import widget_bundle
 from .lab import DESCRIPTIONS, EFFECTS, TRACES, LabRun, explain, ledger_table, run_lab
 from .sim import POLICIES, alpaca_like, format_table, parallel_sampling, run_policies, sharegpt_like
 from .sim.plots import plot_results
@@ -135,10 +137,22 @@ class AllocationLab:
         self.gate_box.children = (self.gate.widget.box,)
 
     def set(self, **controls) -> "AllocationLab":
-        """Move controls from code (``trace=``, ``block_size=``, ``sharing=``, ``n=``); each re-arms."""
+        """Move controls from code (``trace=``, ``block_size=``, ``sharing=``, ``n=``); each re-arms.
+
+        Every value is checked before any control moves (a slider would clamp a bad one silently).
+        """
         for name, value in controls.items():
-            if name not in ("trace", "block_size", "sharing", "n"):
+            if name == "trace":
+                check_choice("trace", value, TRACES)
+            elif name in ("block_size", "n"):
+                slider = getattr(self, name)
+                check_int(name, value, minimum=slider.min, maximum=slider.max)
+            elif name == "sharing":
+                if not isinstance(value, bool):
+                    raise TypeError(f"sharing must be True or False, got {value!r}")
+            else:
                 raise TypeError(f"unknown control {name!r}; the controls are trace, block_size, sharing, n")
+        for name, value in controls.items():
             getattr(self, name).value = value
         return self
 
@@ -154,7 +168,6 @@ class AllocationLab:
         return self.text()
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from ._record import widget_bundle
         return widget_bundle(self.text(), lambda: self)
 
 
@@ -177,6 +190,7 @@ class SimulatorLab:
 
     def __init__(self, trace: str = "ShareGPT-like, 300 requests"):
         import ipywidgets as w
+        check_choice("trace", trace, tuple(SIM_TRACES))
         self.trace = w.Dropdown(options=list(SIM_TRACES), value=trace, description="trace",
                                 layout=w.Layout(width="32em"))
         self.progress = w.Output()
@@ -216,7 +230,6 @@ class SimulatorLab:
         return self.text()
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from ._record import widget_bundle
         return widget_bundle(self.text(), lambda: self)
 
 

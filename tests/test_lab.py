@@ -97,6 +97,11 @@ def test_the_lab_checks_its_controls():
     the_lab = LV.AllocationLab()
     with pytest.raises(TypeError, match="unknown control 'size'"):
         the_lab.set(size=4)
+    with pytest.raises(ValueError, match="block_size"):
+        the_lab.set(trace="beam search", block_size=0)   # a slider would clamp 0 to 1 silently
+    assert (the_lab.trace.value, the_lab.block_size.value) == ("A1-A3 batch", 16)  # nothing moved
+    with pytest.raises(ValueError, match="trace"):
+        the_lab.set(trace="Alpaca")
     with pytest.raises(ValueError, match="trace"):
         lab.run_lab("Alpaca", 4)
     with pytest.raises(ValueError, match="block_size"):
@@ -139,6 +144,8 @@ def test_simulator_lab_gates_the_batch_ratio_and_shows_the_figure():
     assert 0.5 <= paged["preemptions"] / paged["requests"] <= 2  # the lesson says: about once per request
     sim.commit(1)
     assert sim.gate.outcome == "wrong"
+    with pytest.raises(ValueError, match="trace"):
+        LV.SimulatorLab("ShareGPT")
     kinds = [set(o["data"]) for o in sim.gate.widget.output.outputs]
     assert any("image/png" in k for k in kinds)
 

@@ -9,7 +9,7 @@ ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 # nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
 RUN    := PATH="$(BIN):$$PATH"
 
-.PHONY: setup lab test test-fast exercises autograde feedback clean-grading
+.PHONY: setup lab test test-fast exercises autograde feedback clean-grading colab
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ autograde: $(STAMP)  ## autograde everything in submitted/ and export grades to 
 
 feedback: $(STAMP)  ## HTML feedback for every autograded submission, in feedback/
 	$(RUN) python -m pagedkv_lib.course feedback
+
+colab: $(STAMP)  ## write SOURCE (what Colab pip-installs: a git URL or wheel) into every notebook's setup cell
+	$(if $(filter undefined,$(origin SOURCE)),$(error give the install source: make colab SOURCE=git+https://github.com/ORG/REPO (SOURCE= clears it)))
+	$(BIN)/python -m pagedkv_lib.colab "$(SOURCE)" notebooks/*.ipynb $(wildcard solutions/*/*.ipynb)
+	@echo "Now run 'make exercises' so the released problem sets carry the same setup cell."
 
 clean-grading:  ## remove the instructor's grading outputs (gradebook, autograded/, feedback/)
 	rm -rf autograded feedback gradebook.db grades.csv

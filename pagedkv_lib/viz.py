@@ -1,4 +1,5 @@
-"""Matplotlib figures of the course: block tables, slack and capacity (the math notebook).
+"""Matplotlib figures of the course: block tables, slack and capacity (the math notebook), and
+live allocator state (block maps of a real ``BlockManager``, contiguous arenas).
 
 Each ``plot_*`` function draws on an ``ax`` (or makes one) and returns it. One palette,
 :data:`COLORS`, colours a memory category the same way in every figure, the simulator's
@@ -6,13 +7,17 @@ Each ``plot_*`` function draws on an ``ax`` (or makes one) and returns it. One p
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
 from . import accounting as acc
+from ._checks import check_int
+from .allocator import BlockManager
+from .contiguous import ContiguousArena
 from .ledger import Ledger
 
 COLORS = {"token_states": "#4C72B0", "reservation": "#CCB974", "internal_fragmentation": "#C44E52",
@@ -30,83 +35,300 @@ def _axes(ax, figsize):
     return ax
 
 
-def _draw_block(ax, x, y, filled, S, outline=None, label=None):
+def _draw_block(ax, x, y, filled, S, outline=None):
     """One block of ``S`` slots at (x, y), left to right; the first ``filled`` slots hold tokens."""
     for s in range(S):
         ax.add_patch(plt.Rectangle((x + s * 0.9 / S, y), 0.9 / S, 0.6, ec="white", lw=0.5,
                                    color=TOKEN if s < filled else SLACK))
     if outline:
         ax.add_patch(plt.Rectangle((x - 0.03, y - 0.05), 0.96, 0.7, fill=False, ec=outline, lw=2))
-    if label is not None:
-        ax.text(x + 0.45, y + 0.3, label, ha="center", va="center", fontsize=8, color="black",
-                bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
 
 
 def plot_block_tables(ledger: Ledger, ax=None):
     """Each request's logical blocks (top rows) and the physical pool they map to (bottom row).
 
-    A logical block is labelled with the physical block id it maps to; physical blocks list the
-    requests whose tables hold them. Blue slots hold tokens, grey slots are slack, orange outlines
-    mark shared blocks.
+    Above each logical block: the physical block id it maps to; above each physical block: its
+    id, and below it the requests whose tables hold it. Blue slots hold tokens, grey slots are
+    slack, orange outlines mark shared blocks (see the legend).
     """
     S, fill = ledger.block_size, ledger.block_fill
     users: dict[int, list[str]] = {}
     rows = list(ledger.tables.items())
-    ax = _axes(ax, (max(6.0, 0.8 * ledger.num_blocks + 2.5), 1.6 + 0.8 * len(rows)))
+    ax = _axes(ax, (max(6.0, 0.8 * ledger.num_blocks + 2.5), 2.2 + 0.9 * len(rows)))
     for r, (rid, table) in enumerate(rows):
-        y = 1.4 + 0.8 * (len(rows) - 1 - r)
-        ax.text(-0.15, y + 0.3, f"{rid}  T={sum(fill[b] for b in table)}", ha="right", va="center", fontsize=9)
+        y = 1.6 + 0.9 * (len(rows) - 1 - r)
+        ax.text(-0.15, y + 0.3, f"{rid}  T={sum(fill[b] for b in table)}", ha="right", va="center",
+                fontsize=10)
         for j, b in enumerate(table):
             users.setdefault(b, []).append(rid)
-            _draw_block(ax, j, y, fill[b], S, label=f"->{b}")
+            _draw_block(ax, j, y, fill[b], S)
+            ax.text(j + 0.45, y + 0.64, f"-> {b}", ha="center", va="bottom", fontsize=8)
     for b in range(ledger.num_blocks):
         shared = len(users.get(b, [])) > 1
-        _draw_block(ax, b, 0, fill.get(b, 0), S, outline=SHARED if shared else None, label=str(b))
-        ax.text(b + 0.45, -0.12, "\n".join(users.get(b, [])), ha="center", va="top", fontsize=7)
-    ax.text(-0.15, 0.3, "physical pool", ha="right", va="center", fontsize=9, weight="bold")
-    ax.text(-0.15, 1.4 + 0.8 * len(rows) + 0.1, "logical blocks", ha="right", va="center",
-            fontsize=9, weight="bold")
+        _draw_block(ax, b, 0, fill.get(b, 0), S, outline=SHARED if shared else None)
+        ax.text(b + 0.45, 0.68, str(b), ha="center", va="bottom", fontsize=9, weight="bold")
+        ax.text(b + 0.45, -0.1, "\n".join(users.get(b, [])), ha="center", va="top", fontsize=9)
+    ax.text(-0.15, 0.3, "physical pool", ha="right", va="center", fontsize=10, weight="bold")
+    ax.text(-0.15, 1.6 + 0.9 * len(rows) + 0.05, "logical blocks", ha="right", va="center",
+            fontsize=10, weight="bold")
     widest = max([ledger.num_blocks] + [len(t) for _, t in rows])
-    ax.set_xlim(-2.2, max(widest, 1) + 0.2)
-    ax.set_ylim(-0.2 - 0.15 * max((len(u) for u in users.values()), default=1), 1.4 + 0.8 * len(rows) + 0.3)
+    ax.set_xlim(-2.3, max(widest, 1) + 0.2)
+    tallest = max((len(u) for u in users.values()), default=1)
+    ax.set_ylim(-0.25 - 0.3 * tallest, 1.6 + 0.9 * len(rows) + 0.3)
     ax.axis("off")
+    ax.legend(handles=[Patch(fc=TOKEN, label="token slot"), Patch(fc=SLACK, label="slack slot"),
+                       Patch(fill=False, ec=SHARED, lw=2, label="shared block")],
+              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
     ax.set_title(f"S={S}: logical {ledger.logical_tokens}, unique {ledger.unique_tokens}, "
-                 f"reserved {ledger.reserved_slots}, slack {ledger.slack} (token slots)", fontsize=10)
+                 f"reserved {ledger.reserved_slots}, slack {ledger.slack} (token slots)",
+                 fontsize=10, loc="left")
     return ax
 
 
-def plot_slack_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int], ax=None):
-    """Measured tail slack per request against the ``(S-1)/2`` prediction, for each block size ``S``."""
+def plot_slack_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int], axes=None):
+    """Measured tail slack per request against the ``(S-1)/2`` prediction, for each block size ``S``.
+
+    Two panels (pass ``axes`` as a pair, or get a new figure): slack per request in slots on
+    log-log axes (``S = 1`` has no slack and no point there), and the measured value's gap from
+    the prediction in percent, which shows where the prediction stops holding. Returns the pair.
+    """
     if not len(lengths) or not len(block_sizes):
         raise ValueError(f"need at least one request and one block size, got {len(lengths)} lengths "
                          f"and block_sizes={list(block_sizes)!r}")
-    ax = _axes(ax, (6, 3.5))
-    measured = [acc.tail_slack(lengths, S) / len(lengths) for S in block_sizes]
-    predicted = [acc.expected_slack_per_request(S) for S in block_sizes]
-    ax.plot(block_sizes, predicted, "-", color="0.5", label="prediction (S-1)/2")
-    ax.plot(block_sizes, measured, "o", color=TOKEN, label=f"measured on {len(lengths)} requests")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("symlog", linthresh=1)  # S=1 has zero slack
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("block size S (tokens)")
-    ax.set_ylabel("tail slack per request (slots)")
-    ax.legend()
-    return ax
+    if axes is None:
+        _, axes = plt.subplots(2, 1, figsize=(6.5, 5.5), sharex=True,
+                               gridspec_kw={"height_ratios": [3, 2]})
+    top, gap = axes
+    sizes = np.asarray(block_sizes)
+    measured = np.array([acc.tail_slack(lengths, S) / len(lengths) for S in block_sizes])
+    predicted = np.array([acc.expected_slack_per_request(S) for S in block_sizes])
+    curve = np.geomspace(max(2, sizes.min()), max(2, sizes.max()), 200)
+    top.plot(curve, (curve - 1) / 2, "-", color="0.5", label="prediction (S-1)/2")
+    pos = measured > 0
+    top.plot(sizes[pos], measured[pos], "o", color=TOKEN, label=f"measured on {len(lengths)} requests")
+    top.set_xscale("log", base=2)
+    top.set_yscale("log")
+    top.set_ylabel("tail slack per request (slots)")
+    top.legend(loc="upper left")
+    top.margins(y=0.15)
+    ok = predicted > 0
+    gap.axhspan(-5, 5, color="0.9", label="within 5%")
+    gap.axhline(0, color="0.5", lw=1)
+    gap.plot(sizes[ok], 100 * (measured[ok] / predicted[ok] - 1), "o-", color=TOKEN)
+    gap.set_ylabel("measured vs prediction (%)")
+    gap.set_xlabel("block size S (tokens)")
+    gap.legend(loc="upper left")
+    gap.set_xticks(sizes, [str(S) for S in block_sizes])
+    gap.margins(y=0.15)
+    return top, gap
+
+
+def _count(v, _=None) -> str:
+    """Axis tick of a token count: 0, 500k, 1.5M."""
+    return "0" if v == 0 else f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:g}k"
 
 
 def plot_kv_capacity(models: Sequence[str], gpu_memory_bytes: int, ax=None, **capacity_kwargs):
-    """Horizontal bars: tokens of KV cache that fit beside each model's weights on one GPU."""
+    """Horizontal bars: tokens of KV cache that fit beside each model's weights on one GPU.
+
+    Each bar is labelled with the model's KV heads and bytes per token, the figures that set it.
+    """
     if not len(models):
         raise ValueError("models must name at least one model preset or ModelSpec, got none")
-    ax = _axes(ax, (6, 0.45 * len(models) + 1))
-    caps = [acc.kv_capacity(m, gpu_memory_bytes, **capacity_kwargs).tokens for m in models]
+    ax = _axes(ax, (7, 0.6 * len(models) + 1))
+    specs = [acc.get_model(m) for m in models]
+    caps = [acc.kv_capacity(m, gpu_memory_bytes, **capacity_kwargs).tokens for m in specs]
     y = np.arange(len(models))
     ax.barh(y, caps, color=TOKEN)
     for yi, c in zip(y, caps):
         ax.text(c, yi, f" {c:,}", va="center", fontsize=8)
-    ax.set_yticks(y, models)
+    heads = ["MLA latent" if m.is_mla else f"{m.num_kv_heads} KV heads" for m in specs]
+    ax.set_yticks(y, [f"{m.name}\n{h}, {acc.bytes_per_token(m) / 1024:g} KiB/token"
+                      for m, h in zip(specs, heads)], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel(f"KV-cache tokens on a {gpu_memory_bytes / acc.GiB:.0f} GiB GPU")
+    ax.set_xlabel(f"KV-cache tokens on one {gpu_memory_bytes / acc.GiB:g} GiB GPU")
     ax.set_xlim(0, max(caps) * 1.25)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e3:,.0f}k"))
+    ax.xaxis.set_major_formatter(FuncFormatter(_count))
     return ax
+
+
+# ---------------------------------------------------------------------- live allocator state
+
+OWNERS = ("#4C72B0", "#55A868", "#8172B3", "#937860", "#DA8BC3", "#64B5CD", "#8C8C8C", "#CCB974")
+"""Token colours of the requests in a block map, in the order they are listed (then repeating)."""
+CACHED = "#E0E0E0"
+"""Fill of a cached free block: no table holds it, its states stay until it is evicted."""
+_ROW = 1.0  # block height (data units); a block is S slots wide, one slot = 1 data unit
+
+
+def _live_blocks(manager: BlockManager, request_ids) -> tuple[list[list[str]], list[int]]:
+    """Per physical block: the listed requests whose tables hold it, and the tokens it holds."""
+    if isinstance(request_ids, (str, bytes)) or not isinstance(request_ids, Iterable):
+        raise TypeError(f"request_ids must be a list of request ids, got {request_ids!r}")
+    ids = list(request_ids)
+    if len(set(ids)) != len(ids) or len(ids) != manager.num_requests:
+        raise ValueError(f"request_ids must list each of the manager's {manager.num_requests} live "
+                         f"requests once, got {ids!r}")
+    S, N = manager.block_size, manager.num_blocks
+    owners: list[list[str]] = [[] for _ in range(N)]
+    filled = [0] * N
+    for rid in ids:
+        T = manager.num_tokens(rid)  # raises UnknownRequestError for an id it does not hold
+        for j, b in enumerate(manager.block_table(rid)):
+            owners[b].append(rid)
+            filled[b] = max(filled[b], min(S, T - j * S))
+    for b in manager.free_queue()[1]:
+        filled[b] = S  # only full blocks are cached
+    return owners, filled
+
+
+def _block(ax, x, y, S, filled, color, state, gid, hatch_slack=True):
+    """One block of ``S`` slots with its lower left at (x, y): tokens, hatched slack, an outline."""
+    if filled:
+        ax.add_patch(Rectangle((x, y), filled, _ROW, fc=color, ec="none"))
+    if filled < S:
+        ax.add_patch(Rectangle((x + filled, y), S - filled, _ROW, fc="white", ec="0.6", lw=0,
+                               hatch="///" if hatch_slack and state != "free" else None))
+    if 1 < S <= 32:
+        ax.vlines(x + np.arange(1, S), y, y + _ROW, colors="white", lw=0.6)
+    ax.add_patch(Rectangle((x, y), S, _ROW, fill=False, lw=2.5 if state == "shared" else 1,
+                           ec="black", ls="--" if state == "cached" else "-", gid=gid, zorder=3))
+
+
+def plot_block_map(manager: BlockManager, request_ids: Sequence[str], *, follow: str | None = None,
+                   cols: int | None = None, ax=None):
+    """The physical blocks of a live :class:`~pagedkv_lib.allocator.BlockManager` as a grid.
+
+    ``request_ids`` lists every live request (their colours follow :data:`OWNERS` in this
+    order). A block held by one table shows its owner's colour; a block with ref count > 1 is
+    orange with a thick outline and its ref count beside its id ("0 x3"); slack slots are hatched; cached free
+    blocks are grey with a dashed outline; free blocks are white. ``follow`` names one request
+    whose logical blocks are drawn above the grid with arrows to their physical blocks.
+    Each physical block's outline has the gid ``"block:<id>:<used|shared|cached|free>"``.
+    """
+    owners, filled = _live_blocks(manager, request_ids)
+    S, N = manager.block_size, manager.num_blocks
+    cols = check_int("cols", cols, minimum=1) if cols is not None else min(N, 16 if S <= 8 else 8)
+    rows = -(-N // cols)
+    top = 2.2 if follow is not None else 0.0
+    ax = _axes(ax, (min(13.0, 1.5 + cols * max(0.45, 0.1 * S)), 1.3 + 0.75 * rows + 0.5 * top))
+    colour = {rid: OWNERS[i % len(OWNERS)] for i, rid in enumerate(request_ids)}
+    cached = set(manager.free_queue()[1])
+    where = {}
+    for b in range(N):
+        x, y = (b % cols) * S, -(b // cols) * 1.8 * _ROW
+        where[b] = (x, y)
+        refs = len(owners[b])
+        state = "shared" if refs > 1 else "used" if refs else "cached" if b in cached else "free"
+        color = {"shared": SHARED, "used": colour[owners[b][0]] if refs else None,
+                 "cached": CACHED, "free": "white"}[state]
+        _block(ax, x, y, S, filled[b], color, state, f"block:{b}:{state}")
+        ax.text(x + S / 2, y - 0.12, f"{b} x{refs}" if state == "shared" else str(b), ha="center",
+                va="top", fontsize=8, weight="bold" if state == "shared" else "normal")
+    if follow is not None:
+        _follow_arrows(ax, manager, follow, where, colour[follow], top)
+    st = manager.stats()
+    ax.set_title(f"S={S}: {st.used_blocks} blocks in use, {sum(len(o) > 1 for o in owners)} shared, "
+                 f"{st.cached_free_blocks} cached free, {st.free_blocks - st.cached_free_blocks} free | "
+                 f"logical {st.logical_tokens}, unique {st.unique_tokens}, reserved "
+                 f"{st.reserved_slots}, slack {st.slack}", fontsize=9)
+    _block_legend(ax, colour, any(len(o) > 1 for o in owners), bool(cached))
+    ax.set_xlim(-0.5, cols * S + 0.5)
+    ax.set_ylim(-(rows - 1) * 1.8 * _ROW - 0.6, _ROW + 0.5 + top)
+    ax.axis("off")
+    return ax
+
+
+def _follow_arrows(ax, manager, rid, where, color, top):
+    """Request ``rid``'s logical blocks in a row above the grid, an arrow from each to its block."""
+    S, T = manager.block_size, manager.num_tokens(rid)
+    y = _ROW + top - 0.9
+    ax.text(-0.5, y + _ROW / 2, f"{rid}\nlogical", ha="right", va="center", fontsize=9)
+    for j, b in enumerate(manager.block_table(rid)):
+        x = j * S * 1.25
+        _block(ax, x, y, S, min(S, T - j * S), color, "used", f"logical:{j}")
+        ax.text(x + S / 2, y + _ROW + 0.05, f"logical {j}", ha="center", va="bottom", fontsize=7)
+        bx, by = where[b]
+        ax.annotate("", xy=(bx + S / 2, by + _ROW), xytext=(x + S / 2, y),
+                    arrowprops=dict(arrowstyle="->", color="black", lw=0.8))
+
+
+def _block_legend(ax, colour, any_shared, any_cached):
+    handles = [Patch(fc=c, label=rid) for rid, c in colour.items()]
+    if any_shared:
+        handles.append(Patch(fc=SHARED, ec="black", lw=2, label="shared (ref count > 1)"))
+    handles.append(Patch(fc="white", ec="0.6", hatch="///", label="tail slack"))
+    if any_cached:
+        handles.append(Patch(fc=CACHED, ec="black", ls="--", label="cached free (evictable)"))
+    handles.append(Patch(fc="white", ec="black", label="free"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(6, len(handles)),
+              fontsize=8, frameon=False)
+
+
+def plot_contiguous(arena: ContiguousArena, next_request_len: int | None = None, ax=None):
+    """A :class:`~pagedkv_lib.contiguous.ContiguousArena` as one strip of token slots, by category.
+
+    Each run shows its live token states, the slots reserved for tokens still to come, and its
+    internal fragmentation; free gaps too short for a waiting request of ``next_request_len``
+    tokens are external fragmentation. Each segment's gid is its category; widths are slots.
+    """
+    cats = arena.categories(next_request_len)  # checks next_request_len
+    ax = _axes(ax, (12, 1.6))
+    ax.broken_barh([(0, arena.num_slots)], (0, _ROW), fc="white", ec="black", lw=1)
+    for rid in arena.request_ids():
+        start, size, live, final = arena.placement(rid)
+        for cat, a, b in (("token_states", 0, live), ("reservation", live, final),
+                          ("internal_fragmentation", final, size)):
+            if b > a:
+                ax.add_patch(Rectangle((start + a, 0), b - a, _ROW, fc=COLORS[cat], ec="none", gid=cat))
+        ax.add_patch(Rectangle((start, 0), size, _ROW, fill=False, ec="black", lw=1.5, zorder=3))
+        ax.text(start + size / 2, _ROW + 0.1, rid, ha="center", va="bottom", fontsize=9)
+    need = None if next_request_len is None else arena.reservation_for(next_request_len)
+    for start, length in _gaps(arena):
+        cat = "free" if need is None or length >= need else "external_fragmentation"
+        ax.add_patch(Rectangle((start, 0), length, _ROW, fc=COLORS.get(cat, "white"), ec="none", gid=cat))
+    reserved = sum(arena.placement(rid)[1] for rid in arena.request_ids())
+    ax.set_title(f"runs reserve {reserved} slots: " + ", ".join(
+        f"{c.replace('_', ' ')} {v}" for c, v in cats.items()), fontsize=9)
+    handles = [Patch(fc=COLORS.get(c, "white"), ec="black", lw=0.5, label=c.replace("_", " "))
+               for c in cats]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=5, fontsize=8,
+              frameon=False)
+    ax.set_xlim(-0.5, arena.num_slots + 0.5)
+    ax.set_ylim(-0.3, _ROW + 0.6)
+    ax.axis("off")
+    return ax
+
+
+def _gaps(arena: ContiguousArena):
+    """Free gaps ``(start, length)`` in address order, from the arena's public placements."""
+    end = 0
+    for rid in arena.request_ids():
+        start, size, _, _ = arena.placement(rid)
+        if start > end:
+            yield end, start - end
+        end = start + size
+    if arena.num_slots > end:
+        yield end, arena.num_slots - end
+
+
+def plot_three_ways(arena: ContiguousArena, paged: BlockManager, shared: BlockManager,
+                    request_ids: Sequence[str], next_request_len: int | None = None):
+    """The same requests stored contiguously, paged, and paged with a shared prefix; one figure.
+
+    All three strips use one scale of token slots, so their lengths compare memory directly.
+    Returns the figure; its first three axes are the panels (contiguous, paged, shared).
+    """
+    width = max(arena.num_slots, paged.num_blocks * paged.block_size,
+                shared.num_blocks * shared.block_size)
+    fig, axes = plt.subplots(3, 1, figsize=(12, 6.6))
+    plot_contiguous(arena, next_request_len, ax=axes[0])
+    axes[0].set_title(f"contiguous, policy {arena.policy!r} (max_len {arena.max_len}): "
+                      + axes[0].get_title(), fontsize=9)
+    for ax, manager, name in ((axes[1], paged, "paged"), (axes[2], shared, "paged, prefix shared")):
+        plot_block_map(manager, request_ids, cols=manager.num_blocks, ax=ax)
+        ax.set_title(f"{name}, " + ax.get_title(), fontsize=9)
+    for ax in axes:
+        ax.set_xlim(-0.5, width + 0.5)
+    fig.tight_layout()
+    return fig

@@ -18,14 +18,30 @@ def test_block_table_figure_draws_every_slot_of_every_block():
     outlines = sum(1 for u in set(b for t in led.tables.values() for b in t)
                    if sum(u in t for t in led.tables.values()) > 1)
     assert len(ax.patches) == slots_in_pool + slots_in_tables + outlines
-    assert "slack 6" in ax.get_title()
+    assert "slack 6" in ax.get_title(loc="left")
 
 
-def test_slack_and_capacity_figures_plot_one_point_per_input():
-    ax = viz.plot_slack_vs_block_size([15, 17, 14], [1, 4, 16])
-    assert list(ax.lines[1].get_xdata()) == [1, 4, 16]
+def test_block_table_figure_has_a_legend_for_tokens_slack_and_sharing():
+    ax = viz.plot_block_tables(allocate(PAGE_BATCH, 4))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["token slot", "slack slot", "shared block"]
+
+
+def test_slack_figure_plots_one_point_per_block_size_with_slack():
+    top, gap = viz.plot_slack_vs_block_size([15, 17, 14], [1, 4, 16])
+    assert list(top.lines[1].get_xdata()) == [4, 16]          # S=1 has no slack: no point on a log axis
+    assert list(gap.lines[1].get_xdata()) == [4, 16]
+    assert top.get_yscale() == "log"                        # no symlog kink
+
+
+def test_capacity_figure_names_kv_heads_and_reads_its_ticks():
     ax = viz.plot_kv_capacity(["Llama-3-8B", "OPT-13B"], 80 * GiB)
     assert len(ax.patches) == 2
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert "8 KV heads, 128 KiB/token" in labels[0] and "40 KV heads, 800 KiB/token" in labels[1]
+    assert ax.get_xlabel() == "KV-cache tokens on one 80 GiB GPU"
+    ax = viz.plot_kv_capacity(["DeepSeek-V3"], 2048 * GiB)   # 671 B parameters: no single GPU
+    assert "MLA latent" in ax.get_yticklabels()[0].get_text()
+    assert [viz._count(v) for v in (0, 500_000, 1_000_000, 1_500_000)] == ["0", "500k", "1M", "1.5M"]
 
 
 @pytest.mark.parametrize("call", [

@@ -1,0 +1,330 @@
+"""Predictions that stay hidden until committed, and the record of them.
+
+A lesson cell computes and checks everything first (so a headless run still checks every
+claim), then builds a :class:`Gate`: the question, its choices or a number box, and a Commit
+button. The reveal (numbers, figures, explanation) is held in Python and shown only after a
+commit. The rule lives in Python state, not in ``Button.disabled``: ``Button.click()`` fires
+handlers even on a disabled button, so every handler asks :attr:`Gate.committed` itself.
+
+Where widgets cannot render (a terminal, plain nbconvert) the gate's text form says how to
+commit with :func:`commit`; the same rule applies. Every commit, and every practice check
+(:mod:`pagedkv_lib.practice`, re-exported here), lands in one record: :func:`record`,
+:func:`save_record`. Only ipywidgets APIs present in both 7.7 (Colab) and 8.x are used.
+"""
+from __future__ import annotations
+
+import io
+import json
+import numbers
+import os
+from typing import Any, Sequence
+
+from . import practice as _practice_module
+from ._record import RECORD, check_id, escape, now, parse_number, widget_bundle
+from .practice import Practice, check, hint, practice  # noqa: F401 (the lesson API: W.practice, ...)
+
+_GATES: dict[str, "Gate"] = {}
+
+
+def _figure(item):
+    """The matplotlib figure of a figure or axes item, else None."""
+    fig = item if hasattr(item, "savefig") else getattr(item, "figure", None)
+    return fig if hasattr(fig, "savefig") else None
+
+
+def _rendered(item) -> Any:
+    """A reveal item as something IPython can display: text as Markdown, a figure as a PNG image.
+
+    A callable item is called first (so a figure is drawn only when it is revealed)."""
+    import matplotlib.pyplot as plt
+    from IPython.display import Image, Markdown
+    if callable(item):
+        item = item()
+    fig = _figure(item)
+    if fig is not None:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        return Image(data=buf.getvalue(), format="png")
+    return Markdown(item) if isinstance(item, str) else item
+
+
+def _hold_figures(items) -> list:
+    """Close figures handed to a reveal, so the inline backend does not show them at cell end."""
+    import matplotlib.pyplot as plt
+    items = list(items)
+    for item in items:
+        if _figure(item) is not None:
+            plt.close(_figure(item))
+    return items
+
+
+class Gate:
+    """One gated prediction: a question, choices or a number box with units, and a hidden reveal.
+
+    ``choices`` (a list) or ``number`` (the units, a string such as ``"KiB"``) says how the
+    learner answers; ``answer`` is the outcome the prediction is compared with; a number is
+    right within the relative ``tolerance``. Where several choices tie, ``answer`` may be a
+    tuple of them: each counts as right. ``reveal`` holds matplotlib figures (or axes), markdown
+    strings, zero-argument callables returning either (called at reveal time), or any
+    displayable object, shown in order after the commit.
+    """
+
+    def __init__(self, qid: str, question: str, *, answer, choices: Sequence | None = None,
+                 number: str | None = None, reveal: Sequence = (), tolerance: float = 0.1):
+        self.id = check_id(qid)
+        if not isinstance(question, str) or not question.strip():
+            raise TypeError(f"question of {qid!r} must be a non-empty string, got {question!r}")
+        if (choices is None) == (number is None):
+            raise ValueError(f"gate {qid!r} needs exactly one of choices=[...] or number='<units>', "
+                             f"got choices={choices!r}, number={number!r}")
+        if choices is not None:
+            choices = list(choices)
+            if len(choices) < 2 or len(set(map(str, choices))) != len(choices):
+                raise ValueError(f"choices of {qid!r} must be at least two distinct options, got {choices!r}")
+            tied = isinstance(answer, tuple) and answer not in choices
+            ok = (len(answer) > 0 and all(a in choices for a in answer)) if tied else answer in choices
+            if not ok:
+                raise ValueError(f"answer of {qid!r} must be one of its choices {choices!r} (or a tuple of "
+                                 f"tied choices), got {answer!r}")
+        else:
+            if not isinstance(number, str):
+                raise TypeError(f"number of {qid!r} must name the units as a string, got {number!r}")
+            answer = parse_number(f"answer of {qid!r}", answer)
+        if not (isinstance(tolerance, numbers.Real) and 0 <= tolerance < 1):
+            raise ValueError(f"tolerance of {qid!r} must be a relative tolerance in [0, 1), got {tolerance!r}")
+        if isinstance(reveal, (str, bytes)) or not hasattr(reveal, "__iter__"):
+            reveal = [reveal]
+        self.question, self.choices, self.units = question, choices, number
+        self.answer, self.tolerance = answer, float(tolerance)
+        self.reveal_items = _hold_figures(reveal)
+        self.prediction = None
+        self.outcome: str | None = None   # "right" or "wrong" once committed
+        self.revealed = False
+        self._widget = None
+
+    # ------------------------------------------------------------ state: the rule itself
+
+    @property
+    def committed(self) -> bool:
+        return self.outcome is not None
+
+    def commit(self, value) -> dict:
+        """Commit a prediction (a choice, or a number); return its record entry. A commit is final.
+
+        A bad value raises ``ValueError`` and changes nothing; so does a second commit.
+        """
+        if self.committed:
+            raise ValueError(f"{self.id!r} is already committed (you predicted {self._shown(self.prediction)}); "
+                             "a commit is final")
+        if self.choices is not None:
+            matches = [c for c in self.choices if c == value or str(c) == str(value)]
+            if not matches:
+                raise ValueError(f"prediction for {self.id!r} must be one of {self.choices!r}, got {value!r}")
+            value = matches[0]
+            right = value in self.answer if self._tied else value == self.answer
+        else:
+            value = parse_number(f"prediction for {self.id!r}", value)
+            right = _close(value, self.answer, self.tolerance)
+        self.prediction, self.outcome = value, "right" if right else "wrong"
+        entry = {"id": self.id, "kind": "predict", "question": self.question,
+                 "choice": value if self.choices is not None else None,
+                 "value": value if self.choices is None else None,
+                 "answer": self.answer, "outcome": self.outcome, "time": now()}
+        RECORD.append(entry)
+        self._reveal()
+        return dict(entry)
+
+    def verdict(self) -> str:
+        """``"you predicted X; it is Y"``, only after a commit (empty before)."""
+        if not self.committed:
+            return ""
+        return (f"You predicted {self._shown(self.prediction)}; it is {self._shown(self.answer)} "
+                f"({self.outcome}).")
+
+    @property
+    def _tied(self) -> bool:
+        return self.choices is not None and isinstance(self.answer, tuple) and self.answer not in self.choices
+
+    def _shown(self, value) -> str:
+        if value is self.answer and self._tied:
+            return " and ".join(map(str, value)) + ", tied"
+        return str(value) if self.units is None else f"{value:,} {self.units}".strip()
+
+    def _reveal(self) -> bool:
+        """Put the verdict and the reveal into the gate's output; does nothing before a commit."""
+        if not self.committed or self.revealed:
+            return False
+        self.revealed = True
+        if self._widget is not None:
+            self._show_in(self._widget.output)
+        return True
+
+    def _show_in(self, out) -> None:
+        out.append_display_data(_rendered(f"**{self.verdict()}**"))
+        for item in self.reveal_items:
+            out.append_display_data(_rendered(item))
+
+    # ------------------------------------------------------------ views
+
+    @property
+    def widget(self):
+        """The ipywidgets view (built on first use): question, input, Commit button, output."""
+        if self._widget is None:
+            self._widget = _GateView(self)
+            if self.revealed:
+                self._show_in(self._widget.output)
+        return self._widget
+
+    def text(self) -> str:
+        """The gate as plain text, for front ends without widgets."""
+        lines = [f"PREDICT [{self.id}] {self.question}"]
+        if self.committed:
+            lines.append(self.verdict())
+            lines += [str(i) for i in self.reveal_items if isinstance(i, str)]
+            return "\n".join(lines)
+        if self.choices is not None:
+            lines += [f"  ({k}) {c}" for k, c in enumerate(self.choices, 1)]
+            how = f"commit({self.id!r}, <one of the choices above, as text>)"
+        else:
+            how = f"commit({self.id!r}, <a number, {self.units}>)"
+        lines.append(f"No widgets here? Commit by running: from pagedkv_lib.widgets import commit; {how}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return widget_bundle(self.text(), lambda: self.widget)
+
+
+def _close(value, answer, tolerance: float) -> bool:
+    """A number prediction is right within ``tolerance`` (relative), through the course's matcher."""
+    from .course import check_value  # here, not at the top: course imports nbconvert (seconds)
+    try:
+        check_value("prediction", float(value), float(answer), rel_tol=tolerance)
+    except AssertionError:
+        return False
+    return True
+
+
+class _GateView:
+    """Widgets of a :class:`Gate`. Handlers only ask the gate; the gate decides what to show."""
+
+    def __init__(self, gate: Gate):
+        import ipywidgets as w
+        self.gate = gate
+        self.question = w.HTML(f"<b>Predict.</b> {escape(gate.question)}")
+        if gate.choices is not None:
+            self.input = w.RadioButtons(options=[str(c) for c in gate.choices], value=None,
+                                        layout=w.Layout(width="auto"))
+        else:
+            self.input = w.Text(placeholder=f"your number ({gate.units})", layout=w.Layout(width="14em"))
+        self.units = w.Label(gate.units or "")
+        self.button = w.Button(description="Commit", button_style="primary")
+        self.message = w.Label("")
+        self.output = w.Output()
+        self.button.on_click(self._on_commit)
+        self.box = w.VBox([self.question, w.HBox([self.input, self.units]),
+                           w.HBox([self.button, self.message]), self.output])
+        self._sync()
+
+    def _on_commit(self, _button=None) -> None:
+        if self.gate.committed:  # click() ignores disabled: the state decides
+            self.message.value = "Already committed: a commit is final."
+            return
+        value = self.input.value
+        if value is None or value == "":
+            self.message.value = "Choose or type a prediction first."
+            return
+        try:
+            self.gate.commit(value)
+        except ValueError as err:
+            self.message.value = str(err)
+            return
+        self._sync()
+
+    def _sync(self) -> None:
+        done = self.gate.committed
+        self.button.disabled = self.input.disabled = done
+        if done:
+            self.message.value = "Committed."
+            self.input.value = str(self.gate.prediction)
+
+
+def escape(text: str) -> str:
+    import html
+    return html.escape(text)
+
+
+# ------------------------------------------------------------------ the module-level API
+
+def predict(qid: str, question: str, *, answer, choices: Sequence | None = None, number: str | None = None,
+            reveal: Sequence = (), tolerance: float = 0.1) -> Gate:
+    """Build (and register under ``qid``) a gated prediction; display the returned :class:`Gate`.
+
+    Running the cell again keeps an earlier commit of the same question (a commit is final);
+    a changed question or answer gets a fresh gate.
+    """
+    gate = Gate(qid, question, answer=answer, choices=choices, number=number, reveal=reveal,
+                tolerance=tolerance)
+    old = _GATES.get(qid)
+    if old is not None and old.committed and (old.question, old.answer, old.choices, old.units) == (
+            gate.question, gate.answer, gate.choices, gate.units):
+        gate.prediction, gate.outcome, gate.revealed = old.prediction, old.outcome, True
+    return arm(gate)
+
+
+def arm(gate: Gate) -> Gate:
+    """Register ``gate`` under its id, replacing any earlier one, so :func:`commit` reaches it."""
+    if not isinstance(gate, Gate):
+        raise TypeError(f"gate must be a Gate, got {type(gate).__name__}")
+    _GATES[gate.id] = gate
+    return gate
+
+
+def gate(qid: str) -> Gate:
+    """The gate registered under ``qid`` by :func:`predict`."""
+    check_id(qid)
+    if qid not in _GATES:
+        raise KeyError(f"no prediction with id {qid!r}; known ids: {sorted(_GATES)}")
+    return _GATES[qid]
+
+
+def commit(qid: str, value) -> None:
+    """Commit a prediction from code (the same rule as the button), and show the reveal here.
+
+    In a notebook the verdict, figures and text appear under the calling cell (and in the
+    gate's widget, where widgets render); in a terminal the text is printed.
+    """
+    g = gate(qid)
+    g.commit(value)
+    from IPython import get_ipython
+    if getattr(get_ipython(), "kernel", None) is None:
+        figures = sum(1 for i in g.reveal_items if not isinstance(i, str))
+        print(g.text() + (f"\n({figures} figure(s): open the lesson in Jupyter to see them)" if figures else ""))
+        return
+    from IPython.display import display
+    display(*[_rendered(item) for item in [f"**{g.verdict()}**", *g.reveal_items]])
+
+
+def record() -> list[dict]:
+    """Every commit and practice check so far, oldest first (copies: editing them changes nothing)."""
+    return [dict(e) for e in RECORD]
+
+
+def save_record(path="predictions.json") -> str:
+    """Write :func:`record` as JSON to ``path``; return the path."""
+    path = os.fspath(path)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(record(), f, indent=1, default=str)
+    return path
+
+
+def reset() -> None:
+    """Forget every gate, practice and record entry (for tests, or to start a lesson afresh)."""
+    RECORD.clear()
+    _GATES.clear()
+    _practice_module.PRACTICES.clear()
+
+

@@ -1,0 +1,55 @@
+"""Static checks of the lessons' predictions: nothing on screen answers a prediction before its commit.
+
+A gate cell (one that calls ``W.predict``) computes, checks and builds the gate; the prose of its
+reveal lives in the hidden cell just before it (tagged ``reveal-text``, source hidden in JupyterLab and
+shown as a closed form in Colab), so reading the visible code does not give the answer away.
+"""
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import REPO
+
+LESSONS = [p for p in sorted((REPO / "notebooks").glob("*.ipynb")) if p.stem in ("01_intuition", "02_math")]
+
+
+def cells(path: Path):
+    return nbformat.read(path, as_version=4).cells
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_gate_cells_hold_no_reveal_prose_and_their_text_cell_is_hidden(path):
+    nb = cells(path)
+    gates = [i for i, c in enumerate(nb) if c.cell_type == "code" and "W.predict(" in c.source]
+    assert len(gates) >= 2, "a lesson needs at least two gated predictions"
+    for i in gates:
+        assert '"""' not in nb[i].source, f"cell {i}: reveal prose belongs in the hidden cell before it"
+        text = nb[i - 1]
+        if "reveal_text()" in nb[i].source:
+            assert text.metadata.get("tags") == ["reveal-text"] and "def reveal_text" in text.source
+            assert text.metadata["jupyter"]["source_hidden"] is True
+            assert text.metadata["cellView"] == "form" and text.source.startswith("# @title")
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_no_guess_placeholders_and_no_subject_page(path):
+    for c in cells(path):
+        assert "My guess" not in c.source
+        assert "subject page" not in c.source.lower()
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_lesson_has_the_structure_parts(path):
+    text = "\n".join(c.source for c in cells(path) if c.cell_type == "markdown")
+    for part in ("Learner contract", "Prerequisites", "Practice", "What to remember", "Claim review",
+                 "Not claimed", "Sources", "cost and latency observability"):
+        assert part in text, f"{path.stem} lacks {part!r}"
+    assert "W.practice(" in "\n".join(c.source for c in cells(path))
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_code_lines_fit_a_1280_pixel_window(path):
+    for c in cells(path):
+        if c.cell_type == "code" and "colab-setup" not in c.metadata.get("tags", []):
+            assert max(map(len, c.source.splitlines()), default=0) <= 88, c.source[:60]

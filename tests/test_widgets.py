@@ -1,0 +1,275 @@
+"""The prediction gate, its record and the practice loop, driven from Python.
+
+Without a browser, output printed inside ``with out:`` is not captured, so these tests read
+state: the gate's flags, the Output widget's ``outputs`` list and the widgets' values.
+"""
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from pagedkv_lib import widgets as W  # noqa: E402
+
+CHOICES = ["about 80 KiB", "about 800 KiB", "about 8 MiB"]
+EXPLAIN = "819,200 bytes = 800 KiB: 2 x 40 layers x 40 KV heads x 128 x 2 bytes"
+
+
+@pytest.fixture(autouse=True)
+def fresh_record():
+    W.reset()
+    yield
+    W.reset()
+    plt.close("all")
+
+
+def ctok_gate(**kw):
+    fig, ax = plt.subplots()
+    ax.bar([0], [819_200])
+    return W.predict("q-ctok", "How many bytes of KV cache per token?", choices=CHOICES,
+                     answer="about 800 KiB", reveal=[fig, EXPLAIN], **kw)
+
+
+def shown_text(gate) -> str:
+    """Everything the gate's widgets hold: labels, inputs, and the output's display data."""
+    view = gate.widget
+    parts = [view.question.value, view.message.value, str(view.input.value), repr(gate)]
+    for out in view.output.outputs:
+        parts += [str(v) for v in out.get("data", {}).values()]
+    return "\n".join(parts)
+
+
+def test_nothing_is_revealed_before_a_commit_whatever_is_clicked_or_called():
+    g = ctok_gate()
+    view = g.widget
+    view.button.click()                       # nothing chosen yet
+    view.button.disabled = True
+    view.button.click()                       # click() ignores disabled; the state decides
+    assert g._reveal() is False               # the reveal callback, called directly
+    assert not g.committed and not g.revealed and g.prediction is None
+    assert view.output.outputs == ()
+    text = shown_text(g)
+    assert "819,200" not in text and "image/png" not in text
+    assert W.record() == []
+
+
+def test_the_text_form_says_how_to_commit_and_hides_the_answer():
+    g = ctok_gate()
+    text = g._repr_mimebundle_()["text/plain"]
+    assert "commit('q-ctok'" in text and "(2) about 800 KiB" in text
+    assert "819,200" not in text and "You predicted" not in text
+
+
+def test_commit_by_button_reveals_the_verdict_the_figure_and_the_explanation():
+    g = ctok_gate()
+    view = g.widget
+    view.input.value = "about 80 KiB"
+    view.button.click()
+    assert g.committed and g.revealed and g.outcome == "wrong"
+    assert view.button.disabled and view.input.disabled
+    kinds = [set(o["data"]) for o in view.output.outputs]
+    assert "image/png" in kinds[1]
+    text = shown_text(g)
+    assert "You predicted about 80 KiB; it is about 800 KiB (wrong)" in text
+    assert EXPLAIN in text
+
+
+def test_a_commit_is_final_by_button_and_by_function(capsys):
+    g = ctok_gate()
+    W.commit("q-ctok", "about 800 KiB")
+    printed = capsys.readouterr().out       # no kernel here: the text fallback prints the reveal
+    assert "You predicted about 800 KiB; it is about 800 KiB (right)." in printed
+    assert EXPLAIN in printed and "1 figure(s)" in printed
+    view = g.widget
+    view.input.value = "about 8 MiB"
+    view.button.click()                       # disabled, but click() would fire: state refuses
+    with pytest.raises(ValueError, match="already committed"):
+        W.commit("q-ctok", "about 8 MiB")
+    assert g.prediction == "about 800 KiB" and g.outcome == "right"
+    assert [e["choice"] for e in W.record()] == ["about 800 KiB"]
+    assert len(view.output.outputs) == 1 + 2  # verdict, figure, text: shown once
+
+
+def test_a_bad_prediction_is_refused_and_changes_nothing():
+    g = ctok_gate()
+    with pytest.raises(ValueError, match=r"must be one of .*got 'about 800 kB'"):
+        g.commit("about 800 kB")
+    assert not g.committed and W.record() == []
+    g.widget.input.value = None
+    g.widget.button.click()
+    assert "Choose or type" in g.widget.message.value and not g.committed
+
+
+def test_running_the_cell_again_keeps_the_commit():
+    ctok_gate().commit("about 8 MiB")
+    again = ctok_gate()
+    assert again.committed and again.prediction == "about 8 MiB"
+    assert "You predicted about 8 MiB" in shown_text(again)
+
+
+def test_a_number_gate_is_right_within_its_tolerance():
+    g = W.predict("q-num", "KiB per token of OPT-13B?", number="KiB", answer=800, tolerance=0.1)
+    assert "<a number, KiB>" in repr(g)
+    g.widget.input.value = "750"
+    g.widget.button.click()
+    assert g.outcome == "right" and g.verdict() == "You predicted 750 KiB; it is 800 KiB (right)."
+    h = W.predict("q-num2", "Same, tighter", number="KiB", answer=800, tolerance=0.01)
+    h.commit(750)
+    assert h.outcome == "wrong"
+    bad = W.predict("q-num3", "A number", number="KiB", answer=1)
+    bad.widget.input.value = "lots"
+    bad.widget.button.click()
+    assert "must be a number" in bad.widget.message.value and not bad.committed
+
+
+def test_the_record_holds_each_commit_and_saves_to_json(tmp_path):
+    ctok_gate().commit("about 800 KiB")
+    W.predict("q-num", "KiB?", number="KiB", answer=800).commit("8e2")
+    rec = W.record()
+    assert [(e["id"], e["choice"], e["value"], e["outcome"]) for e in rec] == [
+        ("q-ctok", "about 800 KiB", None, "right"), ("q-num", None, 800.0, "right")]
+    assert all(e["time"].endswith("+00:00") for e in rec)
+    rec[0]["outcome"] = "edited"
+    assert W.record()[0]["outcome"] == "right"  # the record hands out copies
+    path = W.save_record(tmp_path / "predictions.json")
+    assert json.loads(open(path, encoding="utf-8").read()) == W.record()
+
+
+def test_gate_arguments_are_checked():
+    with pytest.raises(ValueError, match="exactly one of choices"):
+        W.predict("q", "Q?", answer=1)
+    with pytest.raises(ValueError, match="must be one of its choices"):
+        W.predict("q", "Q?", choices=["a", "b"], answer="c")
+    with pytest.raises(TypeError, match="question id"):
+        W.predict("", "Q?", choices=["a", "b"], answer="a")
+    with pytest.raises(ValueError, match="tolerance"):
+        W.predict("q", "Q?", number="x", answer=1, tolerance=2)
+    with pytest.raises(KeyError, match="no prediction with id 'nope'"):
+        W.commit("nope", 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["click", "reveal", "disable", "pick0", "pick1", "commit0", "commit2"]),
+                max_size=12))
+def test_reveal_follows_exactly_the_first_commit(actions):
+    """Whatever is clicked or called, the output is empty until the first commit, and that
+    commit never changes afterwards."""
+    W.reset()
+    g = W.predict("q-p", "Which?", choices=["a", "b", "c"], answer="b", reveal=["why: b"])
+    view, first = g.widget, None
+    for act in actions:
+        if act == "click":
+            view.button.click()
+        elif act == "reveal":
+            g._reveal()
+        elif act == "disable":
+            view.button.disabled = True
+        elif act.startswith("pick") and not view.input.disabled:
+            view.input.value = "ab"[int(act[-1])]
+        elif act.startswith("commit"):
+            try:
+                g.commit("abc"[int(act[-1])])
+            except ValueError:
+                pass
+        first = first or g.prediction
+        assert bool(view.output.outputs) == g.committed == (first is not None)
+        assert g.prediction == first
+    assert len(W.record()) == int(g.committed)
+
+
+# ------------------------------------------------------------------ practice loop
+
+def blocks_practice():
+    return W.practice("p-blocks", "Blocks for 1,000 tokens at S=16?", answer=63, units="blocks",
+                      hints=["N = ceil(T / S).", "1000 / 16 = 62.5.", "Round up."],
+                      mistakes={62: "floor instead of ceil: the last, partly filled block counts too"})
+
+
+def test_practice_hints_come_after_a_first_try_one_at_a_time():
+    p = blocks_practice()
+    assert "first guess" in p.hint() and p.hints_shown == 0
+    right, _ = p.check(60)
+    assert not right
+    assert [p.hint() for _ in range(4)] == ["Hint 1/3: N = ceil(T / S).", "Hint 2/3: 1000 / 16 = 62.5.",
+                                            "Hint 3/3: Round up.",
+                                            "No more hints: check your working against the last one."]
+
+
+def test_practice_names_a_known_mistake_then_accepts_the_answer():
+    p = blocks_practice()
+    right, message = p.check("62")
+    assert not right and "floor instead of ceil" in message
+    right, message = p.check(63.0)
+    assert not right and "whole numbers" in message  # check_value refuses a float for an int
+    assert p.check("63") == (True, "Right: 63 blocks.")
+    assert [(e["value"], e["outcome"]) for e in W.record()] == [(62, "wrong"), (63.0, "wrong"), (63, "right")]
+
+
+def test_practice_widgets_and_text_fallback(capsys):
+    p = blocks_practice()
+    view = p.widget
+    view.hint_button.click()
+    assert "first guess" in view.hint_list.value
+    view.input.value = "62"
+    view.check_button.click()
+    assert "floor instead of ceil" in view.feedback.value
+    view.hint_button.click()
+    assert "N = ceil(T / S)." in view.hint_list.value and "62.5" not in view.hint_list.value
+    assert W.check("p-blocks", 63) is True
+    assert "Right: 63 blocks." in capsys.readouterr().out
+    assert "check('p-blocks'" in p._repr_mimebundle_()["text/plain"]
+
+
+def test_practice_arguments_are_checked():
+    with pytest.raises(ValueError, match="at most 3"):
+        W.practice("p", "Q?", answer=1, hints=["a", "b", "c", "d"])
+    with pytest.raises(ValueError, match="answer 1 itself"):
+        W.practice("p", "Q?", answer=1, mistakes={1: "no"})
+    with pytest.raises(ValueError, match="must be a number"):
+        blocks_practice().check("sixty")
+
+
+def test_tied_choices_each_count_as_right_and_callable_reveals_draw_at_reveal_time():
+    drawn = []
+
+    def figure():
+        drawn.append(1)
+        fig, ax = plt.subplots()
+        ax.plot([0, 1])
+        return fig
+
+    g = W.predict("q-tie", "Which is largest?", choices=["a", "b", "c"], answer=("a", "c"), reveal=[figure])
+    g.widget.button.click()
+    assert drawn == []
+    g.commit("c")
+    assert g.outcome == "right" and drawn == [1]
+    assert g.verdict() == "You predicted c; it is a and c, tied (right)."
+    assert "image/png" in g.widget.output.outputs[1]["data"]
+    h = W.predict("q-tie2", "Which?", choices=["a", "b", "c"], answer=("a", "c"))
+    assert h.commit("b")["outcome"] == "wrong"
+    with pytest.raises(ValueError, match="tuple of tied choices"):
+        W.predict("q-tie3", "Which?", choices=["a", "b"], answer=("a", "z"))
+
+
+@pytest.mark.slow
+def test_in_a_kernel_the_gate_is_a_widget_and_commit_shows_the_reveal_under_its_cell():
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "import matplotlib.pyplot as plt\nfrom pagedkv_lib import widgets as W\n"
+        "fig, ax = plt.subplots()\nax.plot([0, 1])\n"
+        "W.predict('q', 'Which?', choices=['a', 'b'], answer='b', reveal=[fig, 'why: b'])",
+        "W.commit('q', 'a')")]
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    gate_out, commit_out = (c.outputs for c in nb.cells)
+    assert len(gate_out) == 1, "the figure handed to the reveal must not show at the end of the cell"
+    assert "application/vnd.jupyter.widget-view+json" in gate_out[0]["data"]
+    assert "why: b" not in str(gate_out) and "image/png" not in str(gate_out)
+    kinds = [next(iter(set(o["data"]) - {"text/plain"})) for o in commit_out]
+    assert kinds == ["text/markdown", "image/png", "text/markdown"]
+    assert "You predicted a; it is b (wrong)." in commit_out[0]["data"]["text/markdown"]

@@ -13,7 +13,7 @@ RUN    := PATH="$(BIN):$$PATH"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[course,dev,triton]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[course,dev,triton,fast]'
 	@# JupyterLab: no "get notified about Jupyter news?" pop-up over the lessons
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	@echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}' > $(VENV)/share/jupyter/lab/settings/overrides.json

@@ -1,18 +1,24 @@
 """Paged decode attention against contiguous baselines, timed in the same run, fp32 on the CPU.
 
-Usage: python benchmarks/attention.py [--threads 2] [--repeats 7]
+Usage: python benchmarks/attention.py [--threads 2] [--repeats 7] [--batch-4k 32]
 
 Two cases, 32 query heads, 8 KV heads, head dim 128, block size 16, one decode token per request:
 
 * ``sharegpt``: 32 requests whose context (tokens) is a ShareGPT-like prompt plus output length;
-* ``4k``: a batch of requests of exactly 4096 tokens each.
+* ``4k``: ``--batch-4k`` requests of exactly 4096 tokens each.
 
 Methods, all producing the same ``[B, 32, 128]`` output (checked against each other):
 
 * ``sdpa``: per-request ``scaled_dot_product_attention`` on contiguous ``[1, H_kv, T, D]`` K/V;
 * ``batched``: one matmul-softmax-matmul over a padded contiguous ``[B, H_kv, T_max, D]`` batch;
 * ``paged_gather`` and ``paged_online``: :mod:`pagedkv_lib.attention` on a paged cache with
-  shuffled physical blocks;
+  shuffled physical blocks (``pagedkv_lib.testing.random_paged_batch``);
+* ``online_copy_v``: ``paged_online`` with V copied before its matmul instead of read in place
+  by ``embedding_bag`` (only while the library has that path);
+* ``fused`` and ``fused_in_order``: the numba kernel
+  (:func:`pagedkv_lib.numba_attention.paged_decode_numba`, when numba is installed) on the
+  shuffled cache, and on a copy of it whose blocks lie in logical order, request after request:
+  what paging itself costs a kernel that reads blocks in place;
 * ``naive_gather`` (4k only): gathers like ``paged_gather`` but makes the permuted K/V contiguous
   before the matmul, the layout mistake the library avoids;
 * ``copy_blocks`` (not attention): copies every block the batch uses once, into a reused buffer:
@@ -32,54 +38,43 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from pagedkv_lib import attention as A
+from pagedkv_lib import decode_timing as DT
+from pagedkv_lib import numba_attention as NA
 from pagedkv_lib.sim import sharegpt_like
+from pagedkv_lib.testing import random_paged_batch
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
 
 
 def build_case(lens: list[int], seed: int):
-    """Logical K/V per request, its paged copy in shuffled blocks, and the two contiguous layouts."""
-    gen = torch.Generator().manual_seed(seed)
-    B, t_max = len(lens), max(lens)
-    n_blocks = [math.ceil(t / S) for t in lens]
-    k_cache = torch.empty(sum(n_blocks), S, H_KV, D)
-    v_cache = torch.empty_like(k_cache)
-    physical = torch.randperm(sum(n_blocks), generator=gen)
-    tables = torch.full((B, max(n_blocks)), -1, dtype=torch.int64)
-    k_pad = torch.zeros(B, H_KV, t_max, D)                     # batched baseline: head-major, padded
-    v_pad = torch.zeros_like(k_pad)
-    per_request, start = [], 0
-    for b, (t, n) in enumerate(zip(lens, n_blocks)):
-        tables[b, :n] = physical[start : start + n]
-        start += n
-        k, v = torch.randn(2, t, H_KV, D, generator=gen)
-        pos = torch.arange(t)
-        A.write_kv(k_cache, v_cache, k, v, tables[b, pos // S] * S + pos % S)
-        k_pad[b, :, :t] = k.transpose(0, 1)
-        v_pad[b, :, :t] = v.transpose(0, 1)
-        per_request.append((k_pad[b : b + 1, :, :t].clone(), v_pad[b : b + 1, :, :t].clone()))
-    q = torch.randn(B, H_Q, D, generator=gen)
-    padding = torch.arange(t_max) >= torch.tensor(lens)[:, None]          # [B, T_max]
-    return dict(q=q, k_cache=k_cache, v_cache=v_cache, tables=tables, lens=torch.tensor(lens),
-                k_pad=k_pad, v_pad=v_pad, padding=padding, per_request=per_request,
-                k_copy=torch.empty_like(k_cache), v_copy=torch.empty_like(v_cache))
+    """The batch paged into shuffled blocks, the same blocks in logical order, and the contiguous layouts."""
+    batch = random_paged_batch(lens, block_size=S, num_kv_heads=H_KV, group=H_Q // H_KV, head_dim=D,
+                               spare_blocks=0, seed=seed)
+    cont = DT.contiguous_layouts(batch)
+    batch.keys = batch.values = None                                     # the logical copies, no longer needed
+    k_order, v_order, t_order = in_logical_order(batch)
+    return dict(q=batch.q, k_cache=batch.k_cache, v_cache=batch.v_cache, tables=batch.block_tables,
+                lens=batch.seq_lens, cont=cont, k_order=k_order, v_order=v_order, t_order=t_order,
+                k_copy=torch.empty_like(batch.k_cache), v_copy=torch.empty_like(batch.v_cache))
+
+
+def in_logical_order(batch):
+    """Caches holding the same blocks with request b's block j at index sum(N_<b) + j, and their tables."""
+    used = batch.block_tables >= 0
+    ids = batch.block_tables[used]                                       # request after request, in order
+    tables = torch.full_like(batch.block_tables, -1)
+    tables[used] = torch.arange(ids.numel())
+    return batch.k_cache[ids], batch.v_cache[ids], tables
 
 
 def sdpa(c):
-    q = c["q"]
-    return torch.cat([F.scaled_dot_product_attention(q[b].view(1, H_Q, 1, D), k, v, enable_gqa=True)
-                      for b, (k, v) in enumerate(c["per_request"])]).view(q.shape)
+    return DT.sdpa_decode(c["q"], c["cont"])
 
 
 def batched(c):
-    q, B = c["q"], c["q"].shape[0]
-    qg = q.view(B, H_KV, H_Q // H_KV, D) / math.sqrt(D)
-    scores = torch.matmul(qg, c["k_pad"].transpose(-1, -2))                # [B, H_kv, G, T_max]
-    scores.masked_fill_(c["padding"][:, None, None, :], float("-inf"))
-    return torch.matmul(torch.softmax(scores, -1), c["v_pad"]).view(q.shape)
+    return DT.batched_decode(c["q"], c["cont"])
 
 
 def paged_gather(c):
@@ -89,6 +84,24 @@ def paged_gather(c):
 def paged_online(c, step_blocks=64):
     return A.paged_decode_online(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
                                  step_blocks=step_blocks)
+
+
+def online_copy_v(c, step_blocks=64):
+    """paged_online with its fp32 V read through the copy-then-matmul path instead of embedding_bag."""
+    in_place = A._rows_in_place
+    A._rows_in_place = lambda cache: False
+    try:
+        return paged_online(c, step_blocks)
+    finally:
+        A._rows_in_place = in_place
+
+
+def fused(c):
+    return NA.paged_decode_numba(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"])
+
+
+def fused_in_order(c):
+    return NA.paged_decode_numba(c["q"], c["k_order"], c["v_order"], c["t_order"], c["lens"])
 
 
 def naive_gather(c):
@@ -110,16 +123,9 @@ def copy_blocks(c):
 
 
 def time_methods(methods: dict, case: dict, repeats: int) -> dict:
-    """Median seconds per method; methods run interleaved, round after round, so drift hits all alike."""
-    for fn in methods.values():
-        fn(case)                                                           # warm-up
-    times = {name: [] for name in methods}
-    for _ in range(repeats):
-        for name, fn in methods.items():
-            t0 = time.perf_counter()
-            fn(case)
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    """(median, min, max) seconds per method, run interleaved round after round so drift hits all alike."""
+    times = DT.time_interleaved({name: (lambda fn=fn: fn(case)) for name, fn in methods.items()}, repeats)
+    return {name: (statistics.median(ts), min(ts), max(ts)) for name, ts in times.items()}
 
 
 def copy_bandwidth(num_bytes: int, repeats: int) -> float:
@@ -142,31 +148,46 @@ def run_case(name: str, lens: list[int], methods: dict, repeats: int, copy_bw: f
     methods = dict(methods, copy_blocks=copy_blocks)
     kv_bytes = 2 * sum(lens) * H_KV * D * 4
     secs = time_methods(methods, case, repeats)
-    best_base = min(secs["sdpa"], secs["batched"])
+    best_base = min(secs["sdpa"][0], secs["batched"][0])
     print(f"\n### {name}: B={len(lens)}, tokens mean {np.mean(lens):.0f} / max {max(lens)}, "
           f"K+V {kv_bytes / 2**20:.0f} MiB, outputs agree to {worst:.1e}")
-    print("| method | median ms | x faster baseline | GB/s (K+V read) | fraction of copy bw |")
+    print("| method | median ms (range) | x faster baseline | GB/s (K+V read) | fraction of copy bw |")
     print("|---|---:|---:|---:|---:|")
-    for m, s in secs.items():
+    for m, (s, low, high) in secs.items():
         gbs = kv_bytes / s
-        print(f"| {m} | {s * 1e3:.2f} | {s / best_base:.2f} | {gbs / 1e9:.1f} | {gbs / copy_bw:.0%} |")
+        print(f"| {m} | {s * 1e3:.2f} ({low * 1e3:.1f}-{high * 1e3:.1f}) | {s / best_base:.2f} | "
+              f"{gbs / 1e9:.1f} | {gbs / copy_bw:.0%} |")
+    if "fused" in secs:
+        print(f"\nfused / faster contiguous baseline: {secs['fused'][0] / best_base:.2f}; fused / paged_online: "
+              f"{secs['fused'][0] / secs['paged_online'][0]:.2f}; shuffled / in-order blocks: "
+              f"{secs['fused'][0] / secs['fused_in_order'][0]:.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--repeats", type=int, default=7, help="timed rounds per method (median reported)")
-    parser.add_argument("--batch-4k", type=int, default=8, help="requests in the 4k case")
+    parser.add_argument("--batch-4k", type=int, default=32, help="requests in the 4k case")
     parser.add_argument("--step-blocks", type=int, default=64, help="paged_online's blocks per step")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    methods = dict(sdpa=sdpa, batched=batched, paged_gather=paged_gather,
+                   paged_online=lambda c: paged_online(c, args.step_blocks))
+    if hasattr(A, "_rows_in_place"):
+        methods["online_copy_v"] = lambda c: online_copy_v(c, args.step_blocks)
+    if NA.NUMBA_MISSING is None:
+        NA.numba.set_num_threads(args.threads)
+        compile_s = NA.warm_up()
+        methods.update(fused=fused, fused_in_order=fused_in_order)
+        print(f"numba {NA.numba.__version__}: kernel ready in {compile_s:.1f} s, threading layer "
+              f"{NA.threading_layer()}, {NA.numba.get_num_threads()} threads")
+    else:
+        print(NA.NUMBA_MISSING)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()} of {os.cpu_count()} CPUs, "
           f"load average before {os.getloadavg()[0]:.2f}, fp32, H_q={H_Q} H_kv={H_KV} D={D} S={S}")
     copy_bw = copy_bandwidth(args.batch_4k * 4096 * H_KV * D * 4, args.repeats)
     print(f"copy bandwidth (read + write): {copy_bw / 1e9:.1f} GB/s")
-    online = lambda c: paged_online(c, args.step_blocks)              # noqa: E731
-    methods = dict(sdpa=sdpa, batched=batched, paged_gather=paged_gather, paged_online=online)
     trace = sharegpt_like(32, seed=args.seed, max_context=4096)
     lens = (trace.prompt_len + trace.output_len[:, 0]).tolist()
     run_case("sharegpt", lens, methods, args.repeats, copy_bw, args.seed)

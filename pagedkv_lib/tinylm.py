@@ -262,16 +262,21 @@ class PagedGeneration:
 
 def generate_paged(model: TinyLM, prompts, max_new_tokens: int, *, num_samples: int = 1,
                    temperature: float = 0.0, seed: int = 0, block_size: int = 16, num_blocks: int | None = None,
-                   enable_prefix_caching: bool = True) -> PagedGeneration:
+                   enable_prefix_caching: bool = True, decode=None) -> PagedGeneration:
     """Generate ``num_samples`` continuations of every prompt from one paged cache.
 
     Prompts are admitted in order; each is prefilled on top of the blocks the prefix cache gives
     it, then forked ``num_samples - 1`` times (sample ``j`` draws noise stream ``j``, as in
     :func:`generate`). Then every sequence decodes one token per step, together. ``num_blocks``
     defaults to what the sequences would need without any sharing; a pool too small for the run
-    raises :class:`~pagedkv_lib.errors.OutOfBlocksError` (there is no preemption here).
+    raises :class:`~pagedkv_lib.errors.OutOfBlocksError` (there is no preemption here). ``decode``
+    is the paged decode function, :func:`~pagedkv_lib.attention.paged_decode_online` by default
+    (``pagedkv_lib.numba_attention.decode_function()`` gives the fused kernel when numba is there).
     """
     c = model.config
+    decode = A.paged_decode_online if decode is None else decode
+    if not callable(decode):
+        raise TypeError(f"decode must be a paged decode function like paged_decode_online, got {decode!r}")
     if isinstance(prompts, (str, bytes)) or not _is_iterable(prompts):
         raise TypeError(f"prompts must be a list of prompts, each a list of token ids, got {prompts!r} "
                         f"({type(prompts).__name__})")
@@ -331,7 +336,7 @@ def generate_paged(model: TinyLM, prompts, max_new_tokens: int, *, num_samples: 
         slots = torch.from_numpy(slot_mapping_batch(padded, (lens - 1).numpy(), S))  # each new token's slot
         tables = torch.from_numpy(padded)
         out = run(last, lens - 1, slots,
-                  lambda q, kc, vc: A.paged_decode_online(q, kc, vc, tables, lens))
+                  lambda q, kc, vc: decode(q, kc, vc, tables, lens))
         for row, (i, j) in enumerate(live):
             logits[i][j].append(out[row])
             tokens[i][j].append(samplers[i][j](out[row]))

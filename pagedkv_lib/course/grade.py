@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +40,7 @@ class Status:
     problems: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
     failed: bool = False  # the worker did not finish: its grades were set to 0
+    seconds: float = 0.0  # wall-clock time of this student's grading worker
 
     @property
     def label(self) -> str:
@@ -94,7 +97,7 @@ def _describe(event: dict) -> str:
 
 def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float) -> Status:
     """Autograde one student's ``assignment`` in its own process; kill it (and its kernel) past ``budget_s``."""
-    status = Status(student, assignment)
+    status, start = Status(student, assignment), time.perf_counter()
     db = f"sqlite:///{(root / 'gradebook.db').resolve()}?timeout={DB_WAIT_S}"
     with tempfile.TemporaryDirectory() as scratch:
         events = Path(scratch) / "events.jsonl"
@@ -117,13 +120,16 @@ def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_
         errors = [ln.strip() for ln in log.splitlines() if re.match(r"\s*\w+(Error|Exception):", ln)]
         status.details.append(errors[-1] if errors else f"nbgrader exit {proc.returncode}")
     status.failed = proc.returncode != 0
+    status.seconds = time.perf_counter() - start
     return status
 
 
 def zero_grades(root: Path, assignment: str, student: str) -> None:
     """Give ``student`` 0 on every graded cell of ``assignment`` (what nbgrader does for a missing notebook)."""
     from nbgrader.api import Gradebook, MissingEntry
-    with Gradebook(f"sqlite:///{(root / 'gradebook.db').resolve()}?timeout={DB_WAIT_S}") as gb:
+    from sqlalchemy.exc import SAWarning
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{(root / 'gradebook.db').resolve()}?timeout={DB_WAIT_S}") as gb:
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission trips an autoflush warning
         gb.update_or_create_student(student)
         try:
             submission = gb.find_submission(assignment, student)

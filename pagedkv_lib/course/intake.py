@@ -33,8 +33,8 @@ class Collected:
 
 
 def student_id(name: str) -> str:
-    """A name as an nbgrader student id: letters, digits, ``_``, ``.`` and ``-`` only."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.-")
+    """A name as an nbgrader student id: lower-case letters, digits, ``_``, ``.`` and ``-`` only."""
+    return re.sub(r"[^a-z0-9_.-]+", "_", name.lower()).strip("_.-")
 
 
 def _stem(name: str) -> str:

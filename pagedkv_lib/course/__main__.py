@@ -55,7 +55,9 @@ def main(argv=None) -> int:
         elif args.command == "export":
             print("grades written to", export(args.course_dir))
         else:
-            print("report written to", report(args.course_dir))
+            with tempfile.TemporaryDirectory() as scratch:
+                generate(args.course_dir, release_dir=scratch)
+                print("report written to", report(args.course_dir, releases=release_notebooks(Path(scratch))))
     except (PagedKVError, FileNotFoundError) as err:
         print(err, file=sys.stderr)
         return 1

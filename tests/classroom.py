@@ -22,6 +22,7 @@ WRONG = {"q1_answer": "def kv_bytes_per_token(num_layers, num_kv_heads, head_dim
          "q4_answer": "def shared_prefix_ledger(prefix, tails, block_size):\n    return {}\n",
          "q5_answer": "llama2_7b_blocks = 1\n", "q6_answer": "expected_slack_S12 = 6\n",
          "q7_answer": "llama3_70b_fp8_tokens = 1\n"}
+CHEAT_SHADOW = "isinstance = lambda *a: True\ntuple = lambda r: (52, 6)\n"
 LOOP = "while True:\n    pass\n"
 STUBBORN = ("import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n"
             "        pass\n")
@@ -104,11 +105,12 @@ def build(release: dict, solution: dict) -> list[tuple[str, str, float | None, s
         ("edited_test.ipynb", edited, full - 6, "tampered"),  # q3 and q4 call the wrong blocks_needed
         ("missing_var.ipynb", perfect(q7_answer="llama3_70b_fp8_token = 262_144\n"), full - q7, "ok"),
         ("bad_import.ipynb", perfect(q7_answer="import nonexistent_module\n" + good["q7_answer"]), full - q7, "ok"),
-        ("sysexit.ipynb", perfect(q7_answer="import sys\nsys.exit(0)\n" + good["q7_answer"]), full - q7, "ok"),
+        ("sysexit.ipynb", perfect(q7_answer="import sys\nsys.exit(0)\n" + good["q7_answer"]), full - q7, "sys.exit"),
         ("osexit.ipynb", perfect(q7_answer="import os\nos._exit(1)\n" + good["q7_answer"]), full - q7, "kernel died"),
         ("cheat_override.ipynb", cheat(CHEAT_OVERRIDE), 0.0, "tampered"),
         ("cheat_patch.ipynb", cheat(CHEAT_PATCH_LIBRARY), 0.0, "tampered"),
         ("cheat_hide.ipynb", cheat(CHEAT_HIDE_ERRORS), 0.0, "tampered"),
+        ("cheat_shadow.ipynb", cheat(CHEAT_SHADOW), 0.0, "tampered"),
         ("colab_ps2_math.ipynb", colab(perfect()), full, "ok"),
         ("ps2_math_colabbare.ipynb", colab(perfect(), strip_nbgrader=True), full, "ok"),
         ("zoe/ps2_math (1).ipynb", perfect(), full, "ok"),

@@ -31,6 +31,16 @@ def test_fresh_checkers_ignore_a_patched_module(monkeypatch):
         fresh_mistakes("x", 3, [(3, "mistake")])
 
 
+def test_a_global_that_hides_a_builtin_is_removed_and_reported():
+    namespace = {"begin": testcell.begin, "tuple": lambda r: (52, 6), "sum": 0}
+    with pytest.raises(AssertionError, match="a global named tuple"):
+        exec("begin('q3_tests')", namespace)
+    assert "tuple" not in namespace and "sum" not in namespace
+    namespace["sum"] = 0
+    exec("begin('q3_tests')", namespace)  # an innocent value under a builtin's name is only removed
+    assert "sum" not in namespace
+
+
 @pytest.mark.parametrize("source, names", [
     ("check_value = check_known_mistakes = lambda *a, **k: None", ["check_known_mistakes", "check_value"]),
     ("import pagedkv_lib.course as c\nc.check_value = print", ["check_value", "pagedkv_lib.course"]),
@@ -38,6 +48,7 @@ def test_fresh_checkers_ignore_a_patched_module(monkeypatch):
     ("get_ipython().set_custom_exc((Exception,), lambda *a: None)", ["set_custom_exc"]),
     ("ip = get_ipython(); ip.input_transformers_post.append(f)", ["input_transformers_post"]),
     ("get_ipython().events.register('post_run_cell', f)", ["events.register"]),
+    ("tuple = lambda r: (52, 6)\ndef isinstance(*a):\n    return True", ["def isinstance", "def tuple"]),
     ("%time x = 1\ncheck_value(1)", ["check_value"]),  # not Python: words in the text
 ])
 def test_scan_names_what_an_answer_touches(source, names):

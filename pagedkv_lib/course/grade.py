@@ -85,7 +85,8 @@ def _events(path: Path) -> list[dict]:
 
 
 _LABELS = {"timeout": "timed out", "stuck": "timed out", "kernel_died": "kernel died",
-           "tampered": "tampered", "cells_missing": "cells missing", "huge_output": "huge output"}
+           "tampered": "tampered", "cells_missing": "cells missing", "huge_output": "huge output",
+           "exited": "sys.exit"}
 
 
 def _describe(event: dict) -> str:

@@ -17,7 +17,7 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Bool, Integer
 
 from .grade import EVENTS_ENV
-from .testcell import PASS_MIME
+from .testcell import PASS_MIME, TAMPER_TEXT
 
 
 def record(kind: str, **details) -> None:
@@ -97,7 +97,10 @@ class GuardedExecute(Execute):
             cell.outputs = [_error("NotRun", f"this cell was not run: {self._stopped}")]
             return cell, resources
         try:
-            return super().preprocess_cell(cell, resources, index)
+            cell, resources = super().preprocess_cell(cell, resources, index)
+            if any(o.get("ename") == "SystemExit" for o in cell.get("outputs", [])):
+                record("exited", cell=_grade_id(cell) or index)  # IPython survives it; say so anyway
+            return cell, resources
         except DeadKernelError:
             self._stop(cell, "kernel_died", "the kernel died (os._exit, a crash, or out of memory)")
         except CellTimeoutError:
@@ -157,6 +160,9 @@ class RequirePassMarker(Preprocessor):
         if not _is_test(cell):
             return cell, resources
         outs = cell.get("outputs", [])
+        for out in outs:
+            if out.get("output_type") == "error" and TAMPER_TEXT in out.get("evalue", ""):
+                record("tampered", cell=_grade_id(cell), what=out["evalue"].split("(", 1)[-1].split(")")[0])
         marked = any(o.get("data", {}).get(PASS_MIME, {}).get("grade_id") == _grade_id(cell) for o in outs)
         if not marked and not any(o.get("output_type") == "error" for o in outs):
             record("tampered", cell=_grade_id(cell), what="no pass marker (errors were hidden)")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import re
 
+from .testcell import BUILTIN_NAMES
+
 #: Names an answer has no reason to use: the checkers, the test-cell guard, and the hooks that change
 #: how errors are raised or shown.
 GRADER_NAMES = frozenset({
@@ -17,13 +19,15 @@ GRADER_NAMES = frozenset({
     "CustomTB", "custom_exceptions", "PASS_MIME", "fresh_checkers", "tampering",
 })
 _MODULES = ("pagedkv_lib.course", "builtins", "IPython.core")
+_BUILTINS = frozenset(BUILTIN_NAMES)
 _TEXT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def grader_names_used(source: str) -> list[str]:
     """The grader names an answer cell's code uses (sorted), or that its text mentions if it does not parse.
 
-    ``AssertionError`` counts only when assigned to or patched, not when raised or caught.
+    ``AssertionError`` counts only when assigned to or patched, not when raised or caught; a builtin's
+    name counts when a function or lambda is bound to it (``def len``, ``tuple = lambda r: ...``).
     """
     try:
         tree = ast.parse(source)
@@ -41,7 +45,11 @@ def grader_names_used(source: str) -> list[str]:
             mods = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
             found.update(m for m in mods if m.startswith(_MODULES))
             found.update(a.asname or a.name for a in node.names if (a.asname or a.name) in GRADER_NAMES)
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in _BUILTINS:
+            found.add(f"def {node.name}")
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
+            found.update(f"def {t.id}" for t in node.targets if isinstance(t, ast.Name) and t.id in _BUILTINS)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, (ast.Name, ast.Attribute)) and "AssertionError" in (getattr(t, "id", ""), getattr(t, "attr", ""))
                    for t in targets):

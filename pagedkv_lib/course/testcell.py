@@ -3,7 +3,8 @@
 A test cell starts with ``_check_value, _check_known_mistakes = _testcell.begin("q1_tests")`` and ends
 with ``_testcell.end("q1_tests")``. :func:`begin` checks that nothing an earlier cell did changes how the
 test judges or reports: the builtins and exception classes the checks use, IPython's error display
-(``set_custom_exc``, ``showtraceback``), input and AST transformers and cell event hooks. It puts back whatever was changed, then fails the test cell naming what it found. The
+(``set_custom_exc``, ``showtraceback``), input and AST transformers and cell event hooks, and globals
+that hide one of those builtins. It puts back whatever was changed, then fails the test cell naming what it found. The
 checkers it returns are loaded afresh from this package's own ``checks.py`` file, so rebinding
 ``check_value`` in the notebook, or patching ``pagedkv_lib.course``, changes nothing.
 
@@ -24,12 +25,14 @@ from pathlib import Path
 
 #: The mime type of the pass marker; the autograder looks for it in each test cell's outputs.
 PASS_MIME = "application/vnd.pagedkv.test-passed+json"
+#: The words :func:`begin` fails with; the autograder looks for them to flag the student.
+TAMPER_TEXT = "an earlier cell changed the grading environment"
 
-_BUILTIN_NAMES = ("AssertionError", "BaseException", "Exception", "KeyboardInterrupt", "SystemExit",
+BUILTIN_NAMES = ("AssertionError", "BaseException", "Exception", "KeyboardInterrupt", "SystemExit",
                   "isinstance", "issubclass", "type", "len", "set", "sorted", "tuple", "list", "dict",
                   "int", "float", "bool", "str", "repr", "sum", "range", "abs", "round", "any", "all",
                   "zip", "enumerate", "getattr", "callable", "print", "__import__", "__build_class__")
-_SNAPSHOT = {name: getattr(builtins, name) for name in _BUILTIN_NAMES}
+_SNAPSHOT = {name: getattr(builtins, name) for name in BUILTIN_NAMES}
 # Cell events a hook could use to forge or hide output (matplotlib's inline backend uses others).
 _EVENTS = ("pre_run_cell", "post_run_cell")
 
@@ -97,12 +100,26 @@ def fresh_checkers():
     return module.check_value, module.check_known_mistakes
 
 
+def unshadow(namespace: dict) -> list[str]:
+    """Remove globals that hide a builtin the checks use; return those that were functions or classes.
+
+    A test cell's ``tuple(result)`` or ``isinstance(x, int)`` looks in the notebook's globals first, so
+    ``tuple = lambda r: (52, 6)`` in an answer cell would decide the test. A plain value under such a name
+    (``sum = 0``) is removed too, but is not called tampering.
+    """
+    hidden = [n for n in BUILTIN_NAMES if n in namespace and namespace[n] is not _SNAPSHOT[n]]
+    suspicious = [n for n in hidden if callable(namespace[n])]
+    for name in hidden:
+        del namespace[name]
+    return [f"a global named {n}" for n in suspicious]
+
+
 def begin(grade_id: str):
     """Start test cell ``grade_id``: undo and report tampering, then return fresh checkers."""
-    changed = tampering()
+    changed = tampering() + unshadow(sys._getframe(1).f_globals)
     if changed:
-        raise AssertionError(f"{grade_id}: an earlier cell changed the grading environment "
-                             f"({', '.join(changed)}); this test scores 0. Remove that code and rerun.")
+        raise AssertionError(f"{grade_id}: {TAMPER_TEXT} ({', '.join(changed)}); this test scores 0. "
+                             "Remove that code and rerun.")
     return fresh_checkers()
 
 

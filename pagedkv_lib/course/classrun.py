@@ -80,7 +80,8 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
     subs = _submissions(sub_root, assignments(root))
     log = _collect_log(root)
     with tempfile.TemporaryDirectory() as scratch:
-        generate(root, sorted({a for a, _, _ in subs}), release_dir=scratch)
+        workers = workers or os.cpu_count() or 1
+        generate(root, sorted({a for a, _, _ in subs}), release_dir=scratch, workers=workers)
         releases = release_notebooks(Path(scratch))
         statuses, jobs = {}, []
         for assignment, student, folder in subs:
@@ -90,11 +91,12 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
                 jobs.append((assignment, student))
         code_cells = max(sum(c["cell_type"] == "code" for c in r["cells"]) for r in releases.values())
         budget = timeout_s * code_cells + 120
-        graded = grade_all(root, jobs, timeout_s, budget, workers or os.cpu_count() or 1, progress)
+        graded = grade_all(root, jobs, timeout_s, budget, workers, progress)
     for st in graded:
         mine = statuses[(st.assignment, st.student)]
         mine.problems += st.problems
         mine.details += st.details
+        mine.failed, mine.seconds = st.failed, st.seconds
     for key, why in log.get("unreadable", {}).items():
         student, assignment = key.split("/", 1)
         if (assignment, student) not in statuses:

@@ -69,13 +69,28 @@ def assignments(course_dir=".") -> list[str]:
     return sorted(p.name for p in src.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
-def generate(course_dir=".", names=None, release_dir: str | None = None) -> list[str]:
-    """Generate ``<release_dir or exercises>/<name>/`` from ``solutions/<name>/`` (all assignments by default)."""
+def generate(course_dir=".", names=None, release_dir: str | None = None, workers: int = 1) -> list[str]:
+    """Generate ``<release_dir or exercises>/<name>/`` from ``solutions/<name>/`` (all assignments by default).
+
+    With ``workers > 1`` the assignments after the first are generated in parallel (the first one
+    alone, since it may create the gradebook's tables).
+    """
     names = list(names) if names else assignments(course_dir)
-    extra = [f"--CourseDirectory.release_directory={release_dir}"] if release_dir else []
-    for name in names:
+    extra = [f"--CourseDirectory.release_directory={release_dir}",
+             f"--CourseDirectory.db_url={_db_url(Path(course_dir))}"] if release_dir else []
+
+    def one(name):
         nbgrader("generate_assignment", name, "--force", *extra, course_dir=course_dir)
+    if names:
+        one(names[0])
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        list(pool.map(one, names[1:]))
     return names
+
+
+def _db_url(root: Path) -> str:
+    """The course's gradebook, with every connection waiting up to ``DB_WAIT_S`` for sqlite's write lock."""
+    return f"sqlite:///{(root / 'gradebook.db').resolve()}?timeout={DB_WAIT_S}"
 
 
 def _events(path: Path) -> list[dict]:
@@ -99,7 +114,7 @@ def _describe(event: dict) -> str:
 def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float) -> Status:
     """Autograde one student's ``assignment`` in its own process; kill it (and its kernel) past ``budget_s``."""
     status, start = Status(student, assignment), time.perf_counter()
-    db = f"sqlite:///{(root / 'gradebook.db').resolve()}?timeout={DB_WAIT_S}"
+    db = _db_url(root)
     with tempfile.TemporaryDirectory() as scratch:
         events = Path(scratch) / "events.jsonl"
         cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, f"--student={student}", "--force",
@@ -129,7 +144,7 @@ def zero_grades(root: Path, assignment: str, student: str) -> None:
     """Give ``student`` 0 on every graded cell of ``assignment`` (what nbgrader does for a missing notebook)."""
     from nbgrader.api import Gradebook, MissingEntry
     from sqlalchemy.exc import SAWarning
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{(root / 'gradebook.db').resolve()}?timeout={DB_WAIT_S}") as gb:
+    with warnings.catch_warnings(), Gradebook(_db_url(root)) as gb:
         warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission trips an autoflush warning
         gb.update_or_create_student(student)
         try:

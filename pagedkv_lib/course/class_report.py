@@ -77,7 +77,7 @@ def _figures(out_dir: Path, scores: list[float], results: dict, titles: dict) ->
     keys = sorted(results)
     fig, ax = plt.subplots(figsize=(6, 0.45 * len(keys) + 1))
     rates = [100 * results[k]["passed"] / max(1, results[k]["total"]) for k in keys]
-    ax.barh([titles.get(k[1], k[1])[:40] for k in keys], rates, color="#55A868")
+    ax.barh([titles.get(k[1], k[1]).split(":")[0] for k in keys], rates, color="#55A868")
     ax.set(xlim=(0, 100), xlabel="students passing (%)", title="Pass rate per question")
     ax.invert_yaxis()
     fig.tight_layout()

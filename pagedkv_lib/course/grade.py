@@ -27,6 +27,7 @@ from ..errors import PagedKVError
 
 SOURCE, RELEASE, SUBMITTED = "solutions", "exercises", "submitted"
 EVENTS_ENV = "PAGEDKV_GRADING_EVENTS"  # names the file where nbhooks.record writes events
+LOG_DIR = "grading-logs"  # <assignment>/<student>.log: each worker's nbgrader log, for the instructor
 DB_WAIT_S = 120  # seconds a worker waits for sqlite's write lock before giving up
 DEFAULT_TIMEOUT_S = 30  # per-cell execution limit; a problem-set cell needs well under a second
 
@@ -128,6 +129,9 @@ def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_
             log, _ = proc.communicate()
             status.problems.append("timed out")
             status.details.append(f"grading took more than {budget_s:.0f} s and was stopped")
+        logs = root / LOG_DIR / assignment
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / f"{student}.log").write_text(log, encoding="utf-8")
         for event in _events(events):
             status.problems.append(_LABELS.get(event["kind"], event["kind"]))
             status.details.append(_describe(event))

@@ -78,10 +78,10 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
         raise PagedKVError(f"nothing to grade: {sub_root} does not exist "
                            f"(expected {SUBMITTED}/<student>/<assignment>/<notebook>.ipynb; see `collect`)")
     subs = _submissions(sub_root, assignments(root))
-    log = _collect_log(root)
+    log, workers = _collect_log(root), workers or os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as scratch:
-        workers = workers or os.cpu_count() or 1
-        generate(root, sorted({a for a, _, _ in subs}), release_dir=scratch, workers=workers)
+        named = {a for a, _, _ in subs} | {k.split("/", 1)[1] for k in log.get("unreadable", {})}
+        generate(root, sorted(named & set(assignments(root))), release_dir=scratch, workers=workers)
         releases = release_notebooks(Path(scratch))
         statuses, jobs = {}, []
         for assignment, student, folder in subs:
@@ -89,25 +89,29 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
             st.details += log.get("problems", {}).get(f"{student}/{assignment}", [])
             if prepare(folder, assignment, releases[assignment], st):
                 jobs.append((assignment, student))
-        code_cells = max(sum(c["cell_type"] == "code" for c in r["cells"]) for r in releases.values())
-        budget = timeout_s * code_cells + 120
-        graded = grade_all(root, jobs, timeout_s, budget, workers, progress)
+        code_cells = max((sum(c["cell_type"] == "code" for c in r["cells"]) for r in releases.values()), default=0)
+        graded = grade_all(root, jobs, timeout_s, timeout_s * code_cells + 120, workers, progress)
+    result = _merge(root, statuses, graded, log.get("unreadable", {}))
+    write_status(root / STATUS_CSV, result)
+    export(root, grades_csv)
+    return result
+
+
+def _merge(root: Path, statuses: dict, graded: list[Status], unreadable: dict) -> list[Status]:
+    """One status per (assignment, student): what preparing found, what grading found, what collect could
+    not read. Unreadable notebooks are given 0 in the gradebook, so they get a grade row too."""
     for st in graded:
         mine = statuses[(st.assignment, st.student)]
         mine.problems += st.problems
         mine.details += st.details
         mine.failed, mine.seconds = st.failed, st.seconds
-    for key, why in log.get("unreadable", {}).items():
+    for key, why in unreadable.items():
         student, assignment = key.split("/", 1)
-        if (assignment, student) not in statuses:
-            statuses[(assignment, student)] = Status(student, assignment, ["unreadable"], [why])
+        statuses.setdefault((assignment, student), Status(student, assignment, ["unreadable"], [why]))
     for (assignment, student), st in statuses.items():
         if "unreadable" in st.problems:
             zero_grades(root, assignment, student)
-    result = sorted(statuses.values(), key=lambda s: (s.assignment, s.student))
-    write_status(root / STATUS_CSV, result)
-    export(root, grades_csv)
-    return result
+    return sorted(statuses.values(), key=lambda s: (s.assignment, s.student))
 
 
 def write_status(path: Path, statuses: list[Status]) -> None:

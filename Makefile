@@ -61,4 +61,4 @@ report: $(STAMP)  ## the class report: report/report.md with a score histogram a
 	$(RUN) python -m pagedkv_lib.course report
 
 clean-grading:  ## remove the instructor's grading outputs (gradebook, autograded/, feedback/, report/)
-	rm -rf autograded feedback report grading-logs gradebook.db grades.csv status.csv collect.json
+	rm -rf autograded feedback report grading-logs grading-cache gradebook.db grades.csv status.csv collect.json

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 from ..errors import PagedKVError
@@ -11,7 +10,7 @@ from . import __doc__ as _doc
 from .classrun import autograde, print_summary
 from .class_report import export, report
 from .intake import collect, release_notebooks
-from .grade import DEFAULT_TIMEOUT_S, generate
+from .grade import DEFAULT_TIMEOUT_S, assignments, cached_releases, generate
 from .workflow import feedback
 
 
@@ -30,9 +29,8 @@ def _parser() -> argparse.ArgumentParser:
 def _collect(args) -> None:
     if not args.source:
         raise PagedKVError("collect needs the folder or zip of notebooks: python -m pagedkv_lib.course collect DOWNLOADS")
-    with tempfile.TemporaryDirectory() as scratch:
-        generate(args.course_dir, release_dir=scratch)
-        found = collect(args.source, args.course_dir, release_notebooks(Path(scratch)), args.assignment)
+    releases = release_notebooks(cached_releases(Path(args.course_dir), assignments(args.course_dir)))
+    found = collect(args.source, args.course_dir, releases, args.assignment)
     print(f"placed {len(found.placed)} notebooks in submitted/")
     for name, why in {**found.unplaced, **found.unreadable}.items():
         print(f"NOT PLACED {name}: {why}", file=sys.stderr)
@@ -55,9 +53,8 @@ def main(argv=None) -> int:
         elif args.command == "export":
             print("grades written to", export(args.course_dir))
         else:
-            with tempfile.TemporaryDirectory() as scratch:
-                generate(args.course_dir, release_dir=scratch)
-                print("report written to", report(args.course_dir, releases=release_notebooks(Path(scratch))))
+            releases = release_notebooks(cached_releases(Path(args.course_dir), assignments(args.course_dir)))
+            print("report written to", report(args.course_dir, releases=releases))
     except (PagedKVError, FileNotFoundError) as err:
         print(err, file=sys.stderr)
         return 1

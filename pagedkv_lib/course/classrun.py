@@ -9,12 +9,11 @@ import csv
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from ..errors import PagedKVError
 from .intake import COLLECT_LOG, release_notebooks
-from .grade import DEFAULT_TIMEOUT_S, SUBMITTED, Status, assignments, generate, grade_all, zero_grades
+from .grade import DEFAULT_TIMEOUT_S, SUBMITTED, Status, assignments, cached_releases, grade_all, zero_grades
 from .nbclean import Unreadable, missing_note, normalise
 from .class_report import STATUS_CSV, export
 from .scan import grader_names_used
@@ -79,18 +78,16 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
                            f"(expected {SUBMITTED}/<student>/<assignment>/<notebook>.ipynb; see `collect`)")
     subs = _submissions(sub_root, assignments(root))
     log, workers = _collect_log(root), workers or os.cpu_count() or 1
-    with tempfile.TemporaryDirectory() as scratch:
-        named = {a for a, _, _ in subs} | {k.split("/", 1)[1] for k in log.get("unreadable", {})}
-        generate(root, sorted(named & set(assignments(root))), release_dir=scratch, workers=workers)
-        releases = release_notebooks(Path(scratch))
-        statuses, jobs = {}, []
-        for assignment, student, folder in subs:
-            st = statuses[(assignment, student)] = Status(student, assignment)
-            st.details += log.get("problems", {}).get(f"{student}/{assignment}", [])
-            if prepare(folder, assignment, releases[assignment], st):
-                jobs.append((assignment, student))
-        code_cells = max((sum(c["cell_type"] == "code" for c in r["cells"]) for r in releases.values()), default=0)
-        graded = grade_all(root, jobs, timeout_s, timeout_s * code_cells + 120, workers, progress)
+    named = {a for a, _, _ in subs} | {k.split("/", 1)[1] for k in log.get("unreadable", {})}
+    releases = release_notebooks(cached_releases(root, sorted(named & set(assignments(root))), workers))
+    statuses, jobs = {}, []
+    for assignment, student, folder in subs:
+        st = statuses[(assignment, student)] = Status(student, assignment)
+        st.details += log.get("problems", {}).get(f"{student}/{assignment}", [])
+        if prepare(folder, assignment, releases[assignment], st):
+            jobs.append((assignment, student))
+    code_cells = max((sum(c["cell_type"] == "code" for c in r["cells"]) for r in releases.values()), default=0)
+    graded = grade_all(root, jobs, timeout_s, timeout_s * code_cells + 120, workers, progress)
     result = _merge(root, statuses, graded, log.get("unreadable", {}))
     write_status(root / STATUS_CSV, result)
     export(root, grades_csv)

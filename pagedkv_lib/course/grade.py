@@ -9,6 +9,7 @@ with the reason in the status.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -27,6 +28,7 @@ from ..errors import PagedKVError
 
 SOURCE, RELEASE, SUBMITTED = "solutions", "exercises", "submitted"
 EVENTS_ENV = "PAGEDKV_GRADING_EVENTS"  # names the file where nbhooks.record writes events
+CACHE_DIR = "grading-cache"  # generated releases, and the hash of the sources they came from
 LOG_DIR = "grading-logs"  # <assignment>/<student>.log: each worker's nbgrader log, for the instructor
 DB_WAIT_S = 120  # seconds a worker waits for sqlite's write lock before giving up
 DEFAULT_TIMEOUT_S = 30  # per-cell execution limit; a problem-set cell needs well under a second
@@ -87,6 +89,33 @@ def generate(course_dir=".", names=None, release_dir: str | None = None, workers
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         list(pool.map(one, names[1:]))
     return names
+
+
+def _digest(root: Path, name: str) -> str:
+    """A hash of what generating ``name`` reads: its source folder and the nbgrader config."""
+    h = hashlib.sha256()
+    for path in sorted((root / SOURCE / name).rglob("*")) + [root / "nbgrader_config.py"]:
+        if path.is_file():
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def cached_releases(root: Path, names: list[str], workers: int = 1) -> Path:
+    """Generated copies of ``names`` in ``grading-cache/releases/``, regenerated only when needed.
+
+    Generating also records the assignment's cells in the gradebook, so it is redone when the source
+    folder or the config changed, or when the gradebook is new.
+    """
+    cache = root / CACHE_DIR
+    stamp, releases = cache / "sources.json", cache / "releases"
+    known = json.loads(stamp.read_text()) if stamp.exists() and (root / "gradebook.db").exists() else {}
+    digest = {n: _digest(root, n) for n in names}
+    stale = [n for n in names if known.get(n) != digest[n] or not (releases / n).is_dir()]
+    generate(root, stale, release_dir=str(releases.resolve()), workers=workers)
+    known.update({n: digest[n] for n in stale})
+    cache.mkdir(exist_ok=True)
+    stamp.write_text(json.dumps(known, indent=1), encoding="utf-8")
+    return releases
 
 
 def _db_url(root: Path) -> str:

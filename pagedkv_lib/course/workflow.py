@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 from .intake import release_notebooks
 from .feedback_html import polish_all
-from .grade import generate, nbgrader
+from .grade import cached_releases, nbgrader
 
 
 def graded_cell_ids(notebook) -> list[str]:
@@ -33,6 +32,4 @@ def feedback(course_dir=".") -> list[Path]:
     names = sorted({p.parent.name for p in (root / "autograded").glob("*/*/*.ipynb")})
     for name in names:
         nbgrader("generate_feedback", name, "--force", course_dir=root)
-    with tempfile.TemporaryDirectory() as scratch:
-        generate(root, names, release_dir=scratch)
-        return polish_all(root / "feedback", release_notebooks(Path(scratch)))
+    return polish_all(root / "feedback", release_notebooks(cached_releases(root, names)))

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import attention as A
 from . import numba_attention as NA
 from .attention_fast import paged_decode_online_fast
 from .testing import PagedBatch, random_paged_batch

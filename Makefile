@@ -9,7 +9,7 @@ ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 # nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
 RUN    := PATH="$(BIN):$$PATH"
 
-.PHONY: setup lab test test-fast exercises autograde feedback clean-grading colab
+.PHONY: setup lab instructor test test-fast exercises collect autograde feedback export report clean-grading colab
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,18 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)  ## create or update .venv with the course, the tools and the test deps
 
-lab: $(STAMP)  ## serve the course in JupyterLab on 127.0.0.1 (prints the URL with its token)
+# Learners: nbgrader's Validate button stays; formgrader, create-assignment and the exchange-based lists
+# go (their server parts off on the command line, their JupyterLab plugins off in a learner-only config dir).
+LEARNER_CFG := $(VENV)/learner-config
+LEARNER := --ServerApp.jpserver_extensions="{'nbgrader.server_extensions.formgrader': False, 'nbgrader.server_extensions.assignment_list': False, 'nbgrader.server_extensions.course_list': False}"
+LAB_OFF := "@jupyter/nbgrader:formgrader": true, "@jupyter/nbgrader:create-assignment": true, "@jupyter/nbgrader:assignment-list": true, "@jupyter/nbgrader:course-list": true, "@jupyter/nbgrader:menu": true
+
+lab: $(STAMP)  ## serve the course to learners in JupyterLab on 127.0.0.1 (prints the URL with its token)
+	@mkdir -p $(LEARNER_CFG)/labconfig
+	@echo '{"disabledExtensions": {$(LAB_OFF)}}' > $(LEARNER_CFG)/labconfig/page_config.json
+	$(RUN) JUPYTER_CONFIG_PATH="$(CURDIR)/$(LEARNER_CFG)" jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" $(ROOT_OK) $(LEARNER)
+
+instructor: $(STAMP)  ## serve the course to the instructor, with nbgrader's formgrader
 	$(RUN) jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" $(ROOT_OK)
 
 test: $(STAMP)  ## the whole suite: library, properties, notebooks, nbgrader pipeline
@@ -33,8 +44,12 @@ test-fast: $(STAMP)  ## library tests only (skips notebook execution and the nbg
 exercises: $(STAMP)  ## regenerate exercises/ (student copies) from solutions/ with nbgrader
 	$(RUN) python -m pagedkv_lib.course generate
 
-autograde: $(STAMP)  ## autograde everything in submitted/ and export grades to grades.csv
-	$(RUN) python -m pagedkv_lib.course autograde
+collect: $(STAMP)  ## place and clean downloaded notebooks: make collect FROM=downloads/ (a folder or zip)
+	$(RUN) python -m pagedkv_lib.course collect "$(FROM)"
+
+TIMEOUT ?= 30
+autograde: $(STAMP)  ## grade submitted/ (TIMEOUT=30 s per cell): grades.csv, status.csv, autograded/
+	$(RUN) python -m pagedkv_lib.course autograde --timeout=$(TIMEOUT)
 
 feedback: $(STAMP)  ## HTML feedback for every autograded submission, in feedback/
 	$(RUN) python -m pagedkv_lib.course feedback
@@ -44,5 +59,11 @@ colab: $(STAMP)  ## write SOURCE (what Colab pip-installs: a git URL or wheel) i
 	$(BIN)/python -m pagedkv_lib.colab "$(SOURCE)" notebooks/*.ipynb $(wildcard solutions/*/*.ipynb)
 	@echo "Now run 'make exercises' so the released problem sets carry the same setup cell."
 
-clean-grading:  ## remove the instructor's grading outputs (gradebook, autograded/, feedback/)
-	rm -rf autograded feedback gradebook.db grades.csv
+export: $(STAMP)  ## the gradebook as grades.csv, with each student's status
+	$(RUN) python -m pagedkv_lib.course export
+
+report: $(STAMP)  ## the class report: report/report.md with a score histogram and pass rates
+	$(RUN) python -m pagedkv_lib.course report
+
+clean-grading:  ## remove the instructor's grading outputs (gradebook, autograded/, feedback/, report/)
+	rm -rf autograded feedback report grading-logs grading-cache gradebook.db grades.csv status.csv collect.json

@@ -1,7 +1,8 @@
 """nbgrader configuration for the pagedkv course (run nbgrader from the repository root).
 
 Instructor copies with solutions and hidden tests live in solutions/<assignment>/; the student
-copies nbgrader generates from them live in exercises/<assignment>/ and are committed.
+copies nbgrader generates from them live in exercises/<assignment>/ and are committed. The class
+workflow around nbgrader (collect, parallel autograde, status, report) is `python -m pagedkv_lib.course`.
 """
 c = get_config()  # noqa: F821 (provided by nbgrader)
 
@@ -17,14 +18,45 @@ c.CourseDirectory.db_url = "sqlite:///gradebook.db"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# A learner's long-running cell should not hang autograding forever.
-c.ExecutePreprocessor.timeout = 300
+# Per-cell limit in seconds: every cell of a problem set runs in well under a second, so 30 s only
+# stops loops. `python -m pagedkv_lib.course autograde --timeout N` overrides it.
+c.Execute.timeout = 30
+# A loop that ignores the interrupt is given up on after this many seconds of silence from the kernel.
+c.Execute.iopub_timeout = 4
 
-# Feedback goes to learners: drop hidden test source and cut tracebacks (which quote hidden test
-# lines) down to the error message that check_value wrote for them.
+# Autograde: nbgrader's pipelines with the course's hooks (pagedkv_lib/course/nbhooks.py):
+# - QuietOverwriteCells warns only about locked cells a learner edited, not about hidden-test checksums;
+# - GuardedExecute survives a dead kernel and an uninterruptible loop (later cells score 0, with a reason);
+# - CapOutput keeps at most 20 kB of output per cell (nbgrader's LimitOutput counts lines, not bytes);
+# - RequirePassMarker fails a test cell that hid its errors (see pagedkv_lib/course/testcell.py).
+c.Autograde.sanitize_preprocessors = [
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.DeduplicateIds",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "pagedkv_lib.course.nbhooks.QuietOverwriteCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+c.Autograde.autograde_preprocessors = [
+    "pagedkv_lib.course.nbhooks.GuardedExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "pagedkv_lib.course.nbhooks.CapOutput",
+    "nbgrader.preprocessors.LimitOutput",
+    "pagedkv_lib.course.nbhooks.RequirePassMarker",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+c.CapOutput.max_bytes = 20_000
+# A deleted test cell is put back from the gradebook and run, so deleting a test gains nothing.
+c.QuietOverwriteCells.add_missing_cells = True
+
+# Feedback goes to learners: drop hidden test source, cut tracebacks (which quote hidden test lines)
+# down to the message check_value wrote for them, and show math as text (no MathJax from a CDN).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbgrader.preprocessors.ClearHiddenTests",
-    "pagedkv_lib.course.ConciseErrors",
+    "pagedkv_lib.course.feedback_html.ConciseErrors",
+    "pagedkv_lib.course.feedback_html.PlainMath",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

@@ -9,17 +9,32 @@ avoids that loop by visiting only steps where something happens.
 With ``--paper`` it also prints the paper's sharing figures beside ours (block savings on an
 Alpaca-like trace, Figure 15) and a block-size sweep (slack and sharing, S = 1..256).
 
-Usage: python benchmarks/simulate.py [--requests 10000] [--seed 0] [--paper]
+With ``--against REV`` it times this simulator against the one at git revision ``REV`` in the
+same process instead: that revision's ``pagedkv_lib`` is extracted (``git archive``) into a
+temporary folder as the package ``pagedkv_before``, both run the trace under every policy,
+interleaved, ``--repeat`` times, and it prints the median and range of CPU seconds
+(``time.process_time``: on a shared machine wall time also counts other jobs) per policy, and
+whether every summary agrees.
+
+Usage: python benchmarks/simulate.py [--requests 10000] [--seed 0] [--paper] [--against REV [--repeat 5]]
 """
 from __future__ import annotations
 
 import argparse
+import importlib
+import io
 import platform
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
+from pathlib import Path
 
 from pagedkv_lib.allocator import BlockManager
-from pagedkv_lib.simulate import PAPER_SHARING_SAVING, POLICIES, block_size_sweep, format_table, simulate
-from pagedkv_lib.workloads import alpaca_like, beam_search, parallel_sampling, sharegpt_like
+from pagedkv_lib.sim import (PAPER_SHARING_SAVING, POLICIES, alpaca_like, beam_search, block_size_sweep, format_table,
+                             parallel_sampling, sharegpt_like, simulate)
 
 
 def token_by_token_cost_s(batch: int = 32, steps: int = 4000, block_size: int = 16) -> float:
@@ -40,7 +55,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--paper", action="store_true", help="also print the sharing figures and the sweep")
+    parser.add_argument("--against", metavar="REV", help="time against the simulator at this git revision")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per policy and version with --against")
     args = parser.parse_args()
+    if args.against:
+        return compare_with_revision(args.against, args.requests, args.seed, args.repeat)
 
     trace = sharegpt_like(args.requests, seed=args.seed)
     tokens = int(trace.output_len.sum())
@@ -87,6 +106,48 @@ def sharing_figures(seed: int) -> None:
     print("\nblock-size sweep, Alpaca-like with 4 parallel samples, OPT-13B on 40 GiB")
     print(format_table(sweep, ["block_size", "num_blocks", "share_slack", "sharing_saving", "mean_batch",
                                "preemptions", "mean_table_blocks"]))
+
+
+def load_revision(rev: str, folder: str):
+    """Import ``pagedkv_lib`` as it was at git revision ``rev``, as the package ``pagedkv_before``;
+    return its ``simulate`` function and its ``sharegpt_like``, wherever that revision kept them."""
+    root = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(["git", "archive", rev, "pagedkv_lib"], cwd=root, check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    Path(folder, "pagedkv_lib").rename(Path(folder, "pagedkv_before"))
+    sys.path.insert(0, folder)
+    try:
+        sim = importlib.import_module("pagedkv_before.sim")
+        return sim.simulate, sim.sharegpt_like
+    except ModuleNotFoundError:  # before the simulator became a package
+        old = importlib.import_module("pagedkv_before.simulate")
+        return old.simulate, importlib.import_module("pagedkv_before.workloads").sharegpt_like
+
+
+def compare_with_revision(rev: str, requests: int, seed: int, repeat: int) -> None:
+    """Median and range of CPU seconds per policy, before (``rev``) and now, runs interleaved in this process."""
+    with tempfile.TemporaryDirectory() as folder:
+        old_simulate, old_sharegpt = load_revision(rev, folder)
+        versions = {"before": (old_simulate, old_sharegpt(requests, seed=seed)),
+                    "now": (simulate, sharegpt_like(requests, seed=seed))}
+        rows = []
+        for policy in POLICIES:
+            seconds = {name: [] for name in versions}
+            summaries = {}
+            for _ in range(repeat):
+                for name, (run, trace) in versions.items():
+                    start = time.process_time()
+                    summaries[name] = run(trace, policy, progress=False).summary
+                    seconds[name].append(time.process_time() - start)
+            before, now = statistics.median(seconds["before"]), statistics.median(seconds["now"])
+            rows.append({"policy": policy, "before_cpu_s": before,
+                         "before_range": f"{min(seconds['before']):.2f}-{max(seconds['before']):.2f}",
+                         "now_cpu_s": now, "now_range": f"{min(seconds['now']):.2f}-{max(seconds['now']):.2f}",
+                         "now_over_before": now / before, "same_summary": summaries["before"] == summaries["now"]})
+    print(f"{requests} ShareGPT-like requests, OPT-13B on 40 GiB; {repeat} interleaved runs per policy and version; "
+          f"before = {rev}")
+    print(format_table(rows))
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ import torch
 import torch.nn.functional as F
 
 from pagedkv_lib.attention import TOLERANCES
+from pagedkv_lib.sim import sharegpt_like
 from pagedkv_lib.testing import random_paged_batch
-from pagedkv_lib.workloads import sharegpt_like
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}

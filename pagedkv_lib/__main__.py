@@ -6,7 +6,7 @@ and prints where the KV memory went. ``--help`` lists the options; ``--png`` als
 figure. Bad input exits with status 2 and a one-line message, including an option that only
 works with another one given without it (``--prefixes`` needs ``--prefix-len``,
 ``--independent-lengths`` needs ``--samples``, ``--dataset`` and ``--requests`` conflict with
-``--trace``).
+``--trace``), and a count too large to build (:data:`OPTION_LIMITS`) before anything is built.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import argparse
 import sys
 
 from .accounting import MODELS
-from .simulate import POLICIES, PAPER_TOKEN_STATE_SHARE, format_table, run_policies
+from .sim import PAPER_TOKEN_STATE_SHARE, POLICIES, format_table, run_policies
+from .sim.trace_files import MAX_TOKENS
 
 COLUMNS = {"policy": "policy", "share_token_states": "tokens", "paper_share_token_states": "(paper)",
            "share_reservation": "reserved", "share_internal_fragmentation": "internal", "share_external_fragmentation":
@@ -22,6 +23,15 @@ COLUMNS = {"policy": "policy", "share_token_states": "tokens", "paper_share_toke
            "peak_batch": "peak", "preemptions": "preempted", "steps": "steps"}
 """Columns of the printed table and their headings. ``(paper)`` is the token-state share the paper's
 Figure 2 reports for the matching system, shown only for a run in that setting (see ``paper_setting``)."""
+
+
+OPTION_LIMITS = {"requests": (10_000_000, "requests (each costs memory for its arrays and series)"),
+                 "num_blocks": (100_000_000, "blocks (the block manager keeps a few entries per block)"),
+                 "block_size": (MAX_TOKENS, "tokens, the most a trace file may give"),
+                 "prefix_len": (MAX_TOKENS, "tokens, the most a trace file may give"),
+                 "prefixes": (MAX_TOKENS, "distinct prefixes")}
+"""Largest value, and its unit, of each count option: the command line refuses more with one line,
+before it builds a trace or a cache that could not fit in memory."""
 
 
 def paper_setting(args) -> bool:
@@ -37,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="serve a request trace under KV-cache policies and compare memory use",
                          description="Serve a request trace with continuous batching under a KV-cache budget.")
     src = sim.add_argument_group("trace (default: a built-in ShareGPT-like trace)")
-    src.add_argument("--trace", metavar="PATH", help="your own trace, .jsonl or .csv (see pagedkv_lib.trace_files)")
+    src.add_argument("--trace", metavar="PATH", help="your own trace, .jsonl or .csv (see pagedkv_lib.sim.trace_files)")
     src.add_argument("--dataset", choices=("sharegpt", "alpaca"), default=None,
                      help="built-in synthetic trace when no --trace is given (default: sharegpt)")
     src.add_argument("--requests", type=int, default=None, help="requests in the built-in trace (default: 1000)")
@@ -67,10 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def make_trace(args):
+def trace_from_options(args):
     """The trace the options describe: a file or a built-in dataset, then the sharing and arrival options."""
-    from . import workloads
-    from .trace_files import load_trace
+    from .sim import load_trace, workloads
     _check_option_pairs(args)
     if args.trace:
         trace = load_trace(args.trace)
@@ -91,7 +100,16 @@ def make_trace(args):
 
 
 def _check_option_pairs(args) -> None:
-    """Refuse an option that would be silently ignored because the option it modifies is missing."""
+    """Refuse an option that would be silently ignored because the option it modifies is missing, and a
+    count too large to build (samples and beams beyond ``--max-batch`` could never run together)."""
+    for name, (limit, unit) in OPTION_LIMITS.items():
+        value = getattr(args, name)
+        if value is not None and value > limit:
+            raise ValueError(f"--{name.replace('_', '-')} {_show_count(value)} is too large: at most {limit:,} {unit}")
+    for flag, value in (("--samples", args.samples), ("--beam", args.beam)):
+        if value is not None and value > args.max_batch:
+            raise ValueError(f"{flag} {_show_count(value)} runs more sequences per request than --max-batch "
+                             f"{args.max_batch} lets run at once")
     if args.prefixes is not None and args.prefix_len is None:
         raise ValueError(f"--prefixes {args.prefixes} needs --prefix-len TOKENS (the length of the shared prefixes)")
     if args.independent_lengths and (args.samples is None or args.samples < 2):
@@ -105,8 +123,14 @@ def _check_option_pairs(args) -> None:
                                  f"use one or the other")
 
 
+def _show_count(value: int) -> str:
+    """An integer option as typed, shortened if it is very long."""
+    text = str(value)
+    return text if len(text) <= 20 else f"{text[:12]}... ({len(text)} digits)"
+
+
 def simulate_command(args) -> int:
-    trace = make_trace(args)
+    trace = trace_from_options(args)
     policies = POLICIES if args.policy == "all" else [args.policy]
     results = run_policies(trace, policies, model=args.model, gpu_memory_gib=args.gpu_gib,
                            num_blocks=args.num_blocks, block_size=args.block_size, max_batch=args.max_batch,
@@ -125,7 +149,7 @@ def simulate_command(args) -> int:
     if args.png:
         import matplotlib
         matplotlib.use("Agg")
-        from .viz import plot_results
+        from .sim.plots import plot_results
         fig = plot_results(results, title=f"{d['name']} on {args.model}", paper=paper)
         fig.savefig(args.png, dpi=120)
         print(f"wrote {args.png}")

@@ -30,13 +30,16 @@ import bisect
 from .errors import InvariantError, OutOfBlocksError, UnknownRequestError
 from ._checks import check_choice, check_int, check_new_id, unhashable_id_error
 
-POLICIES = ("max", "pow2", "oracle")
-CATEGORIES = ("token_states", "reservation", "internal_fragmentation", "external_fragmentation", "free")
+RESERVATION_POLICIES = ("max", "pow2", "oracle")
+"""How a contiguous run is sized (the simulator's ``POLICIES`` add the paged ones)."""
+
+ARENA_CATEGORIES = ("token_states", "reservation", "internal_fragmentation", "external_fragmentation", "free")
+"""The arena's slot categories (the simulator's ``CATEGORIES`` add paged ``slack``)."""
 
 
 def reservation_slots(policy: str, final_len: int, max_len: int) -> int:
     """Token slots a request of ``final_len`` tokens reserves under ``policy`` (see module doc)."""
-    policy = check_choice("policy", policy, POLICIES)
+    policy = check_choice("policy", policy, RESERVATION_POLICIES)
     max_len = check_int("max_len", max_len, minimum=1)
     final_len = check_int("final_len", final_len, minimum=1, maximum=max_len)
     if policy == "max":
@@ -63,7 +66,7 @@ class ContiguousArena:
 
     def __init__(self, num_slots: int, policy: str, max_len: int):
         self.num_slots = check_int("num_slots", num_slots, minimum=1)
-        self.policy = check_choice("policy", policy, POLICIES)
+        self.policy = check_choice("policy", policy, RESERVATION_POLICIES)
         self.max_len = check_int("max_len", max_len, minimum=1)
         self._runs: dict[str, _Run] = {}
         self._order: list[tuple[int, str]] = []  # (start, request id), sorted by start
@@ -133,7 +136,7 @@ class ContiguousArena:
         return [rid for _, rid in self._order]
 
     def categories(self, next_request_len: int | None = None) -> dict[str, int]:
-        """Slots per category (keys in :data:`CATEGORIES` order); the values sum to ``num_slots``.
+        """Slots per category (keys in :data:`ARENA_CATEGORIES` order); the values sum to ``num_slots``.
 
         ``next_request_len`` is the final length (tokens) of the next waiting request, or ``None``
         when no request waits (then ``external_fragmentation`` is 0; see the module doc).
@@ -141,7 +144,7 @@ class ContiguousArena:
         if next_request_len is not None:
             next_request_len = check_int("next_request_len", next_request_len, minimum=1, maximum=self.max_len)
         need = None if next_request_len is None else self.reservation_for(next_request_len)
-        out = dict.fromkeys(CATEGORIES, 0)
+        out = dict.fromkeys(ARENA_CATEGORIES, 0)
         for run in self._runs.values():
             out["token_states"] += run.live
             out["reservation"] += run.final - run.live

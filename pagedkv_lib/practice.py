@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Sequence
 
 from ._record import RECORD, check_id, escape, now, parse_number, widget_bundle
-from .course import check_value
 
 PRACTICES: dict[str, "Practice"] = {}
 
@@ -53,6 +52,7 @@ class Practice:
 
     def check(self, value) -> tuple[bool, str]:
         """Check a value; return ``(right, message)`` and add the try to the record."""
+        from .course import check_value  # here, not at the top: course imports nbconvert (seconds)
         got = parse_number(f"value for {self.id!r}", value) if isinstance(value, str) else value
         left = self.hints_shown < len(self.hints)
         try:

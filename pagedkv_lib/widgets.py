@@ -21,19 +21,30 @@ from typing import Any, Sequence
 
 from . import practice as _practice_module
 from ._record import RECORD, check_id, escape, now, parse_number, widget_bundle
-from .course import check_value
 from .practice import Practice, check, hint, practice  # noqa: F401 (the lesson API: W.practice, ...)
 
 _GATES: dict[str, "Gate"] = {}
 
 
+def _figure(item):
+    """The matplotlib figure of a figure or axes item, else None."""
+    fig = item if hasattr(item, "savefig") else getattr(item, "figure", None)
+    return fig if hasattr(fig, "savefig") else None
+
+
 def _rendered(item) -> Any:
-    """A reveal item as something IPython can display: text as Markdown, a figure as a PNG image."""
+    """A reveal item as something IPython can display: text as Markdown, a figure as a PNG image.
+
+    A callable item is called first (so a figure is drawn only when it is revealed)."""
+    import matplotlib.pyplot as plt
     from IPython.display import Image, Markdown
-    fig = getattr(item, "figure", None) if not hasattr(item, "savefig") else item
-    if fig is not None and hasattr(fig, "savefig"):
+    if callable(item):
+        item = item()
+    fig = _figure(item)
+    if fig is not None:
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+        plt.close(fig)
         return Image(data=buf.getvalue(), format="png")
     return Markdown(item) if isinstance(item, str) else item
 
@@ -41,13 +52,11 @@ def _rendered(item) -> Any:
 def _hold_figures(items) -> list:
     """Close figures handed to a reveal, so the inline backend does not show them at cell end."""
     import matplotlib.pyplot as plt
-    out = []
+    items = list(items)
     for item in items:
-        fig = item if hasattr(item, "savefig") else getattr(item, "figure", None)
-        if fig is not None and hasattr(fig, "savefig"):
-            plt.close(fig)
-        out.append(item)
-    return out
+        if _figure(item) is not None:
+            plt.close(_figure(item))
+    return items
 
 
 class Gate:
@@ -55,8 +64,10 @@ class Gate:
 
     ``choices`` (a list) or ``number`` (the units, a string such as ``"KiB"``) says how the
     learner answers; ``answer`` is the outcome the prediction is compared with; a number is
-    right within the relative ``tolerance``. ``reveal`` holds matplotlib figures (or axes),
-    markdown strings, or any displayable object, shown in order after the commit.
+    right within the relative ``tolerance``. Where several choices tie, ``answer`` may be a
+    tuple of them: each counts as right. ``reveal`` holds matplotlib figures (or axes), markdown
+    strings, zero-argument callables returning either (called at reveal time), or any
+    displayable object, shown in order after the commit.
     """
 
     def __init__(self, qid: str, question: str, *, answer, choices: Sequence | None = None,
@@ -71,8 +82,11 @@ class Gate:
             choices = list(choices)
             if len(choices) < 2 or len(set(map(str, choices))) != len(choices):
                 raise ValueError(f"choices of {qid!r} must be at least two distinct options, got {choices!r}")
-            if answer not in choices:
-                raise ValueError(f"answer of {qid!r} must be one of its choices {choices!r}, got {answer!r}")
+            tied = isinstance(answer, tuple) and answer not in choices
+            ok = (len(answer) > 0 and all(a in choices for a in answer)) if tied else answer in choices
+            if not ok:
+                raise ValueError(f"answer of {qid!r} must be one of its choices {choices!r} (or a tuple of "
+                                 f"tied choices), got {answer!r}")
         else:
             if not isinstance(number, str):
                 raise TypeError(f"number of {qid!r} must name the units as a string, got {number!r}")
@@ -107,7 +121,8 @@ class Gate:
             matches = [c for c in self.choices if c == value or str(c) == str(value)]
             if not matches:
                 raise ValueError(f"prediction for {self.id!r} must be one of {self.choices!r}, got {value!r}")
-            value, right = matches[0], matches[0] == self.answer
+            value = matches[0]
+            right = value in self.answer if self._tied else value == self.answer
         else:
             value = parse_number(f"prediction for {self.id!r}", value)
             right = _close(value, self.answer, self.tolerance)
@@ -127,7 +142,13 @@ class Gate:
         return (f"You predicted {self._shown(self.prediction)}; it is {self._shown(self.answer)} "
                 f"({self.outcome}).")
 
+    @property
+    def _tied(self) -> bool:
+        return self.choices is not None and isinstance(self.answer, tuple) and self.answer not in self.choices
+
     def _shown(self, value) -> str:
+        if value is self.answer and self._tied:
+            return " and ".join(map(str, value)) + ", tied"
         return str(value) if self.units is None else f"{value:,} {self.units}".strip()
 
     def _reveal(self) -> bool:
@@ -166,7 +187,7 @@ class Gate:
             lines += [f"  ({k}) {c}" for k, c in enumerate(self.choices, 1)]
             how = f"commit({self.id!r}, <one of the choices above, as text>)"
         else:
-            how = f"commit({self.id!r}, <your number in {self.units}>)"
+            how = f"commit({self.id!r}, <a number, {self.units}>)"
         lines.append(f"No widgets here? Commit by running: from pagedkv_lib.widgets import commit; {how}")
         return "\n".join(lines)
 
@@ -179,6 +200,7 @@ class Gate:
 
 def _close(value, answer, tolerance: float) -> bool:
     """A number prediction is right within ``tolerance`` (relative), through the course's matcher."""
+    from .course import check_value  # here, not at the top: course imports nbconvert (seconds)
     try:
         check_value("prediction", float(value), float(answer), rel_tol=tolerance)
     except AssertionError:
@@ -250,7 +272,14 @@ def predict(qid: str, question: str, *, answer, choices: Sequence | None = None,
     if old is not None and old.committed and (old.question, old.answer, old.choices, old.units) == (
             gate.question, gate.answer, gate.choices, gate.units):
         gate.prediction, gate.outcome, gate.revealed = old.prediction, old.outcome, True
-    _GATES[qid] = gate
+    return arm(gate)
+
+
+def arm(gate: Gate) -> Gate:
+    """Register ``gate`` under its id, replacing any earlier one, so :func:`commit` reaches it."""
+    if not isinstance(gate, Gate):
+        raise TypeError(f"gate must be a Gate, got {type(gate).__name__}")
+    _GATES[gate.id] = gate
     return gate
 
 
@@ -262,11 +291,21 @@ def gate(qid: str) -> Gate:
     return _GATES[qid]
 
 
-def commit(qid: str, value) -> Gate:
-    """Commit a prediction without widgets (same rule as the button); returns the gate, which shows the reveal."""
+def commit(qid: str, value) -> None:
+    """Commit a prediction from code (the same rule as the button), and show the reveal here.
+
+    In a notebook the verdict, figures and text appear under the calling cell (and in the
+    gate's widget, where widgets render); in a terminal the text is printed.
+    """
     g = gate(qid)
     g.commit(value)
-    return g
+    from IPython import get_ipython
+    if getattr(get_ipython(), "kernel", None) is None:
+        figures = sum(1 for i in g.reveal_items if not isinstance(i, str))
+        print(g.text() + (f"\n({figures} figure(s): open the lesson in Jupyter to see them)" if figures else ""))
+        return
+    from IPython.display import display
+    display(*[_rendered(item) for item in [f"**{g.verdict()}**", *g.reveal_items]])
 
 
 def record() -> list[dict]:

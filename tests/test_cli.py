@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from pagedkv_lib.__main__ import main
-from pagedkv_lib.simulate import POLICIES
+from pagedkv_lib.sim import POLICIES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -129,3 +129,19 @@ def test_the_papers_figures_appear_only_beside_a_run_in_the_papers_setting(argv,
     assert "20.4%" not in capsys.readouterr().out   # ShareGPT on OPT-13B figures, not this trace's
     assert main(["simulate", "--requests", "60", "--policy", "max", "--no-progress"]) == 0
     assert "20.4%" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--requests", "1" + "0" * 23], "error: --requests 100000000000... (24 digits) is too large: at most 10,000,000"),
+    (["--num-blocks", "1" + "0" * 23, "--policy", "paged"], "error: --num-blocks 100000000000... (24 digits) is too"),
+    (["--block-size", "2147483648", "--num-blocks", "4"], "error: --block-size 2147483648 is too large: at most "
+                                                         "2,147,483,647 tokens"),
+    (["--prefix-len", "1" + "0" * 23], "error: --prefix-len 100000000000... (24 digits) is too large"),
+    (["--prefix-len", "8", "--prefixes", "3000000000"], "error: --prefixes 3000000000 is too large"),
+    (["--samples", "1000"], "error: --samples 1000 runs more sequences per request than --max-batch 256"),
+    (["--beam", "9", "--max-batch", "8"], "error: --beam 9 runs more sequences per request than --max-batch 8"),
+])
+def test_a_count_too_large_to_build_is_refused_in_one_line_before_building_anything(argv, message, capsys):
+    assert main(["simulate", *argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1

@@ -4,7 +4,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pagedkv_lib.allocator import DuplicateRequestError, UnknownRequestError
-from pagedkv_lib.contiguous import CATEGORIES, POLICIES, ContiguousArena, reservation_slots
+from pagedkv_lib.contiguous import ARENA_CATEGORIES, RESERVATION_POLICIES, ContiguousArena, reservation_slots
 from pagedkv_lib.errors import OutOfBlocksError
 
 
@@ -106,7 +106,7 @@ def test_bad_arena_is_rejected(kwargs, words):
 class ArenaMachine(RuleBasedStateMachine):
     """Random admit / grow / release against an occupancy list of the arena (the reference)."""
 
-    @initialize(num_slots=st.integers(1, 64), policy=st.sampled_from(POLICIES), max_len=st.integers(1, 24))
+    @initialize(num_slots=st.integers(1, 64), policy=st.sampled_from(RESERVATION_POLICIES), max_len=st.integers(1, 24))
     def setup(self, num_slots, policy, max_len):
         self.arena = ContiguousArena(num_slots, policy, max_len)
         self.owner = [None] * num_slots  # slot -> request id holding it
@@ -151,7 +151,7 @@ class ArenaMachine(RuleBasedStateMachine):
         self.arena.check_invariants()
         for nxt in (None, 1, self.arena.max_len // 2 + 1, self.arena.max_len):
             cats = self.arena.categories(nxt)
-            assert list(cats) == list(CATEGORIES) and min(cats.values()) >= 0
+            assert list(cats) == list(ARENA_CATEGORIES) and min(cats.values()) >= 0
             assert sum(cats.values()) == self.arena.num_slots
             assert cats["token_states"] + cats["reservation"] + cats["internal_fragmentation"] == \
                 sum(1 for o in self.owner if o is not None)

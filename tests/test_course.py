@@ -95,3 +95,34 @@ def test_floats_inside_containers_are_refused_where_ints_are_expected():
         check_value("pair", (52.0, 6.0), (52, 6))
     with pytest.raises(AssertionError, match="whole numbers"):
         check_value("d", {"reserved": 28.0}, {"reserved": 28})
+
+
+class _SaysEqual:
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+
+class _RiggedInt(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+@pytest.mark.parametrize("got", [_SaysEqual(), _RiggedInt(3), [_RiggedInt(1), _RiggedInt(1)], {"a": _SaysEqual()}])
+def test_a_value_that_claims_to_equal_everything_is_judged_by_what_it_holds(got):
+    expected = {"a": 5} if isinstance(got, dict) else ([2, 2] if isinstance(got, list) else 4)
+    with pytest.raises(AssertionError):
+        check_value("x", got, expected)
+
+
+def test_int_subclass_holding_the_right_value_passes():
+    check_value("x", _RiggedInt(4), 4)
+
+
+def test_a_huge_wrong_answer_is_cut_in_the_message():
+    with pytest.raises(AssertionError) as info:
+        check_value("s", "x" * 10_000, "y")
+    assert len(str(info.value)) < 400

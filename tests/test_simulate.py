@@ -13,10 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedkv_lib.accounting import GiB, kv_capacity
-from pagedkv_lib.simulate import (CATEGORIES, PAPER_SHARING_SAVING, POLICIES, block_size_sweep, compare_policies,
-                                  format_table, simulate)
-from pagedkv_lib.workloads import (alpaca_like, beam_search, make_trace, parallel_sampling, poisson_arrivals,
-                                   shared_prefix, sharegpt_like)
+from pagedkv_lib.sim import (CATEGORIES, PAPER_SHARING_SAVING, POLICIES, alpaca_like, beam_search, block_size_sweep,
+                             compare_policies, format_table, parallel_sampling, poisson_arrivals, shared_prefix,
+                             sharegpt_like, simulate, trace_from_lengths)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +110,7 @@ def traces(draw):
     prompt = draw(st.lists(st.integers(1, 60), min_size=R, max_size=R))
     output = draw(st.lists(st.integers(1, 60), min_size=R, max_size=R))
     gaps = draw(st.lists(st.sampled_from([0.0, 0.0, 0.1, 1.0, 5.0]), min_size=R, max_size=R))
-    trace = make_trace(prompt, output, arrival_s=np.cumsum(gaps), max_context=256)
+    trace = trace_from_lengths(prompt, output, arrival_s=np.cumsum(gaps), max_context=256)
     if draw(st.booleans()):
         trace = shared_prefix(trace, draw(st.integers(1, 30)), num_prefixes=draw(st.integers(1, 3)))
     kind = draw(st.sampled_from(["plain", "samples", "beams"]))
@@ -174,7 +173,7 @@ def test_a_preempted_requests_stale_finish_does_not_retry_a_blocked_head(monkeyp
     free them at step 3, but request 0 preempts it at step 1. Its retry at step 2 fails, and its
     stale step-3 finish frees nothing, so the head waits for request 0's release at step 4
     (a failed attempt with sharing on could reorder the prefix cache)."""
-    from pagedkv_lib.sim_paged import PagedMemory
+    from pagedkv_lib.sim.paged_memory import PagedMemory
     attempts, admit, release = [], PagedMemory.admit, PagedMemory.release
 
     def spy_admit(self, r, t):
@@ -183,14 +182,17 @@ def test_a_preempted_requests_stale_finish_does_not_retry_a_blocked_head(monkeyp
         return ok
 
     def spy_release(self, t):
-        due = [item.alive for item in self.frees.get(t, [])]
+        items = self.finish.pop_due(t)  # look at what is due, then file it back
+        for item in items:
+            self.finish.schedule(t, item)
+        due = [item.alive for item in items]
         done, freed = release(self, t)
         assert freed == any(due), (t, due)
         return done, freed
 
     monkeypatch.setattr(PagedMemory, "admit", spy_admit)
     monkeypatch.setattr(PagedMemory, "release", spy_release)
-    trace = make_trace([3, 4], [4, 2], arrival_s=[0.0, 0.05])
+    trace = trace_from_lengths([3, 4], [4, 2], arrival_s=[0.0, 0.05])
     res = simulate(trace, "paged", num_blocks=5, block_size=2, watermark=0.0, progress=False)
     assert attempts == [(0, 0, True), (1, 1, True), (2, 1, False), (4, 1, True)]
     assert res.series["preempted"].tolist() == [0, 1, 0, 0, 0, 0]
@@ -246,29 +248,29 @@ def test_format_table_prints_shares_as_percent():
     (dict(step_seconds=0), ValueError, "step_seconds must be a number in \\(0.0, inf\\)"),
 ])
 def test_bad_arguments_raise_naming_the_value(kwargs, error, match):
-    trace = make_trace([30, 40], [20, 10], name="tiny")
+    trace = trace_from_lengths([30, 40], [20, 10], name="tiny")
     with pytest.raises(error, match=match):
         simulate(trace, **{"progress": False, **kwargs})
 
 
 def test_a_trace_longer_than_the_context_is_refused():
-    trace = make_trace([1500, 10], [1000, 10])  # 2,500 tokens; OPT-13B's context is 2,048
+    trace = trace_from_lengths([1500, 10], [1000, 10])  # 2,500 tokens; OPT-13B's context is 2,048
     with pytest.raises(ValueError, match="request 0 of trace 'trace' needs 2500 tokens, more than the model's "
                                          "context of 2048 tokens"):
         simulate(trace, progress=False)
-    with pytest.raises(TypeError, match="trace must be a pagedkv_lib.workloads.Trace, got list"):
+    with pytest.raises(TypeError, match="trace must be a pagedkv_lib.sim.Trace, got list"):
         simulate([1, 2], progress=False)
     with pytest.raises(ValueError, match="policies must be one of"):
         compare_policies(trace, ["paged", "lru"], progress=False)
     with pytest.raises(ValueError, match="max_batch=2 is smaller than the 3 sequences each request runs"):
-        simulate(parallel_sampling(make_trace([5], [5]), 3), max_batch=2, progress=False)
+        simulate(parallel_sampling(trace_from_lengths([5], [5]), 3), max_batch=2, progress=False)
 
 
 def test_time_counts_from_the_first_arrival_so_unix_timestamps_work():
     epoch = 1.7e9  # trace files often carry unix times; the series must not start at 1970
-    shifted = simulate(make_trace([10, 20], [5, 5], arrival_s=[epoch, epoch + 1]), "paged", num_blocks=80,
+    shifted = simulate(trace_from_lengths([10, 20], [5, 5], arrival_s=[epoch, epoch + 1]), "paged", num_blocks=80,
                        block_size=4, progress=False)
-    plain = simulate(make_trace([10, 20], [5, 5], arrival_s=[0, 1]), "paged", num_blocks=80, block_size=4,
+    plain = simulate(trace_from_lengths([10, 20], [5, 5], arrival_s=[0, 1]), "paged", num_blocks=80, block_size=4,
                      progress=False)
     assert shifted.num_steps == plain.num_steps == 20 + 5  # the second request arrives at step 20
     assert all(np.array_equal(shifted.series[k], plain.series[k]) for k in plain.series)
@@ -281,14 +283,14 @@ def test_time_counts_from_the_first_arrival_so_unix_timestamps_work():
     ([0, 1e300], 1e-300, "inf steps of step_seconds=1e-300"),
 ])
 def test_an_arrival_span_of_too_many_steps_is_refused_before_allocating(arrival_s, step_seconds, steps):
-    trace = make_trace([10, 20], [5, 5], arrival_s=arrival_s)
+    trace = trace_from_lengths([10, 20], [5, 5], arrival_s=arrival_s)
     match = f"arrival_s spans .* s from the first arrival, which is {re.escape(steps)}; at most max_steps=10,000,000 "
     with pytest.raises(ValueError, match=match + "steps are allowed"):
         simulate(trace, "paged", num_blocks=80, block_size=4, step_seconds=step_seconds, progress=False)
 
 
 def test_max_steps_bounds_the_series_and_a_run_within_it_passes():
-    trace = make_trace([10, 20], [5, 5], arrival_s=[0, 1])  # arrivals at steps 0 and 20, last completion at 24
+    trace = trace_from_lengths([10, 20], [5, 5], arrival_s=[0, 1])  # arrivals at steps 0 and 20, last completion at 24
     assert simulate(trace, "paged", num_blocks=80, block_size=4, max_steps=25, progress=False).num_steps == 25
     with pytest.raises(ValueError, match="which is 20 steps of step_seconds=0.05; at most max_steps=20 steps"):
         simulate(trace, "paged", num_blocks=80, block_size=4, max_steps=20, progress=False)
@@ -299,8 +301,8 @@ def test_max_steps_bounds_the_series_and_a_run_within_it_passes():
 
 
 def test_sparse_prefix_ids_cost_nothing_and_still_share():
-    dense = make_trace([10, 20, 12], [5, 5, 5], prefix_id=[0, 1, 0], prefix_len=[8, 8, 8])
-    sparse = make_trace([10, 20, 12], [5, 5, 5], prefix_id=[7, 10**12, 7], prefix_len=[8, 8, 8])
+    dense = trace_from_lengths([10, 20, 12], [5, 5, 5], prefix_id=[0, 1, 0], prefix_len=[8, 8, 8])
+    sparse = trace_from_lengths([10, 20, 12], [5, 5, 5], prefix_id=[7, 10**12, 7], prefix_len=[8, 8, 8])
     a = simulate(dense, "paged+sharing", num_blocks=80, block_size=4, progress=False)
     b = simulate(sparse, "paged+sharing", num_blocks=80, block_size=4, progress=False)  # was a MemoryError
     assert b.summary["prefix_hit_rate"] == a.summary["prefix_hit_rate"] > 0
@@ -308,7 +310,7 @@ def test_sparse_prefix_ids_cost_nothing_and_still_share():
 
 
 def test_empty_choices_are_refused_not_returned_as_nothing():
-    trace = make_trace([10], [5])
+    trace = trace_from_lengths([10], [5])
     with pytest.raises(ValueError, match="policies must name at least one of 'max'.*; got none"):
         compare_policies(trace, [], progress=False)
     with pytest.raises(ValueError, match="block_sizes must hold at least one block size"):
@@ -319,7 +321,7 @@ def test_empty_choices_are_refused_not_returned_as_nothing():
 
 
 def test_arrival_steps_of_unix_times_match_those_of_times_from_zero():
-    from pagedkv_lib.simulate import arrival_steps
+    from pagedkv_lib.sim import arrival_steps
     gaps = np.random.default_rng(0).choice([0.0, 0.05, 0.1, 0.15, 1.0], size=400)
     offsets = np.round(np.cumsum(gaps) - gaps[0], 2)  # the first at 0 s
     from_zero = arrival_steps(offsets, 0.05)

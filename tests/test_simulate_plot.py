@@ -5,9 +5,9 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 
-from pagedkv_lib.viz import plot_batch_over_time, plot_memory_shares, plot_results  # noqa: E402
-from pagedkv_lib.simulate import CATEGORIES, run_policies  # noqa: E402
-from pagedkv_lib.workloads import alpaca_like  # noqa: E402
+from pagedkv_lib.sim.plots import plot_batch_over_time, plot_memory_shares, plot_results  # noqa: E402
+from pagedkv_lib.sim import CATEGORIES, run_policies  # noqa: E402
+from pagedkv_lib.sim.workloads import alpaca_like, sharegpt_like  # noqa: E402
 
 
 def test_bars_add_up_to_100_percent_per_policy_and_lines_follow_the_batch():
@@ -30,12 +30,19 @@ def test_bars_add_up_to_100_percent_per_policy_and_lines_follow_the_batch():
 def test_plots_refuse_what_is_not_a_list_of_results():
     import pytest
 
-    from pagedkv_lib.workloads import make_trace
-    result = run_policies(make_trace([10], [5]), ["paged"], num_blocks=10, block_size=4, progress=False)[0]
+    from pagedkv_lib.sim.workloads import trace_from_lengths
+    result = run_policies(trace_from_lengths([10], [5]), ["paged"], num_blocks=10, block_size=4, progress=False)[0]
     for plot in (plot_memory_shares, plot_batch_over_time, plot_results):
         with pytest.raises(ValueError, match="results must hold at least one SimResult to plot, got an empty list"):
             plot([])
         with pytest.raises(TypeError, match="got a single SimResult; wrap it in a list"):
             plot(result)
         with pytest.raises(TypeError, match="results\\[1\\] must be a SimResult .*got Trace"):
-            plot([result, make_trace([10], [5])])
+            plot([result, trace_from_lengths([10], [5])])
+
+
+def test_paper_ticks_can_be_left_out():
+    results = run_policies(sharegpt_like(30, seed=0), ["max", "paged"], num_blocks=400, block_size=16, progress=False)
+    with_ticks = plot_memory_shares(results)
+    without = plot_memory_shares(results, paper=False)
+    assert len(with_ticks.lines) == 2 and len(without.lines) == 0

@@ -3,8 +3,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib.sim_token_ids import TokenIds
-from pagedkv_lib.workloads import make_trace, parallel_sampling, shared_prefix
+from pagedkv_lib.sim.token_ids import TokenIds
+from pagedkv_lib.sim.workloads import parallel_sampling, shared_prefix, trace_from_lengths
 
 
 @st.composite
@@ -12,7 +12,7 @@ def traces(draw):
     R = draw(st.integers(1, 8))
     prompt = draw(st.lists(st.integers(1, 12), min_size=R, max_size=R))
     output = draw(st.lists(st.integers(1, 12), min_size=R, max_size=R))
-    trace = make_trace(prompt, output, max_context=64)
+    trace = trace_from_lengths(prompt, output, max_context=64)
     if draw(st.booleans()):
         trace = shared_prefix(trace, draw(st.integers(1, 6)), num_prefixes=draw(st.integers(1, 3)),
                               seed=draw(st.integers(0, 5)))

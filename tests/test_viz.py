@@ -59,24 +59,15 @@ def test_one_palette_colours_a_category_alike_in_every_figure():
     import numpy as np
     from matplotlib.colors import to_rgba
 
-    from pagedkv_lib.simulate import CATEGORIES, run_policies
-    from pagedkv_lib.workloads import make_trace
+    from pagedkv_lib.sim import CATEGORIES, run_policies, trace_from_lengths
+    from pagedkv_lib.sim.plots import plot_memory_shares
     assert set(viz.COLORS) == set(CATEGORIES) - {"free"}
     assert len(set(viz.COLORS.values())) == len(viz.COLORS)
     slots = {p.get_facecolor() for p in viz.plot_block_tables(allocate(PAGE_BATCH, 4)).patches if p.get_fill()}
     assert slots == {to_rgba(viz.COLORS["token_states"]), to_rgba(viz.COLORS["slack"])}
-    results = run_policies(make_trace([10], [5]), ["paged"], num_blocks=10, block_size=4, progress=False)
-    ax = viz.plot_memory_shares(results)
+    results = run_policies(trace_from_lengths([10], [5]), ["paged"], num_blocks=10, block_size=4, progress=False)
+    ax = plot_memory_shares(results)
     bars = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
     assert bars == {c.replace("_", " "): to_rgba(viz.COLORS[c]) for c in CATEGORIES[:-1]}
     assert np.isclose(sum(c.patches[0].get_width() for c in ax.containers), 100)
 
-
-def test_paper_ticks_can_be_left_out():
-    from pagedkv_lib import workloads
-    from pagedkv_lib.simulate import run_policies
-    results = run_policies(workloads.sharegpt_like(30, seed=0), ["max", "paged"], num_blocks=400,
-                           block_size=16, progress=False)
-    with_ticks = viz.plot_memory_shares(results)
-    without = viz.plot_memory_shares(results, paper=False)
-    assert len(with_ticks.lines) == 2 and len(without.lines) == 0

@@ -77,9 +77,12 @@ def test_commit_by_button_reveals_the_verdict_the_figure_and_the_explanation():
     assert EXPLAIN in text
 
 
-def test_a_commit_is_final_by_button_and_by_function():
+def test_a_commit_is_final_by_button_and_by_function(capsys):
     g = ctok_gate()
     W.commit("q-ctok", "about 800 KiB")
+    printed = capsys.readouterr().out       # no kernel here: the text fallback prints the reveal
+    assert "You predicted about 800 KiB; it is about 800 KiB (right)." in printed
+    assert EXPLAIN in printed and "1 figure(s)" in printed
     view = g.widget
     view.input.value = "about 8 MiB"
     view.button.click()                       # disabled, but click() would fire: state refuses
@@ -109,7 +112,7 @@ def test_running_the_cell_again_keeps_the_commit():
 
 def test_a_number_gate_is_right_within_its_tolerance():
     g = W.predict("q-num", "KiB per token of OPT-13B?", number="KiB", answer=800, tolerance=0.1)
-    assert "your number in KiB" in repr(g)
+    assert "<a number, KiB>" in repr(g)
     g.widget.input.value = "750"
     g.widget.button.click()
     assert g.outcome == "right" and g.verdict() == "You predicted 750 KiB; it is 800 KiB (right)."
@@ -227,3 +230,46 @@ def test_practice_arguments_are_checked():
         W.practice("p", "Q?", answer=1, mistakes={1: "no"})
     with pytest.raises(ValueError, match="must be a number"):
         blocks_practice().check("sixty")
+
+
+def test_tied_choices_each_count_as_right_and_callable_reveals_draw_at_reveal_time():
+    drawn = []
+
+    def figure():
+        drawn.append(1)
+        fig, ax = plt.subplots()
+        ax.plot([0, 1])
+        return fig
+
+    g = W.predict("q-tie", "Which is largest?", choices=["a", "b", "c"], answer=("a", "c"), reveal=[figure])
+    g.widget.button.click()
+    assert drawn == []
+    g.commit("c")
+    assert g.outcome == "right" and drawn == [1]
+    assert g.verdict() == "You predicted c; it is a and c, tied (right)."
+    assert "image/png" in g.widget.output.outputs[1]["data"]
+    h = W.predict("q-tie2", "Which?", choices=["a", "b", "c"], answer=("a", "c"))
+    assert h.commit("b")["outcome"] == "wrong"
+    with pytest.raises(ValueError, match="tuple of tied choices"):
+        W.predict("q-tie3", "Which?", choices=["a", "b"], answer=("a", "z"))
+
+
+@pytest.mark.slow
+def test_in_a_kernel_the_gate_is_a_widget_and_commit_shows_the_reveal_under_its_cell():
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "import matplotlib.pyplot as plt\nfrom pagedkv_lib import widgets as W\n"
+        "fig, ax = plt.subplots()\nax.plot([0, 1])\n"
+        "W.predict('q', 'Which?', choices=['a', 'b'], answer='b', reveal=[fig, 'why: b'])",
+        "W.commit('q', 'a')")]
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    gate_out, commit_out = (c.outputs for c in nb.cells)
+    assert len(gate_out) == 1, "the figure handed to the reveal must not show at the end of the cell"
+    assert "application/vnd.jupyter.widget-view+json" in gate_out[0]["data"]
+    assert "why: b" not in str(gate_out) and "image/png" not in str(gate_out)
+    kinds = [next(iter(set(o["data"]) - {"text/plain"})) for o in commit_out]
+    assert kinds == ["text/markdown", "image/png", "text/markdown"]
+    assert "You predicted a; it is b (wrong)." in commit_out[0]["data"]["text/markdown"]

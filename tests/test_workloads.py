@@ -4,8 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib.workloads import (ALPACA, PAPER_PREFIX_LENGTHS, SHAREGPT, Trace, alpaca_like, beam_search, make_trace,
-                                   parallel_sampling, poisson_arrivals, shared_prefix, sharegpt_like, synthetic)
+from pagedkv_lib.sim.workloads import (ALPACA, PAPER_PREFIX_LENGTHS, SHAREGPT, Trace, alpaca_like, beam_search,
+                                       parallel_sampling, poisson_arrivals, shared_prefix, sharegpt_like, synthetic,
+                                       trace_from_lengths)
 
 
 @pytest.mark.parametrize("make, params", [(sharegpt_like, SHAREGPT), (alpaca_like, ALPACA)])
@@ -115,7 +116,7 @@ def test_trace_arrays_are_read_only():
 ])
 def test_bad_traces_raise_naming_the_field_and_value(kwargs, error, match):
     with pytest.raises(error, match=match):
-        make_trace(**kwargs)
+        trace_from_lengths(**kwargs)
 
 
 @pytest.mark.parametrize("call, match", [
@@ -147,12 +148,12 @@ def test_describe_reports_the_sharing_pattern():
 def test_a_prefix_id_needs_a_prefix_length_as_in_trace_files():
     with pytest.raises(ValueError, match="request 1 has prefix_id 3 but prefix_len 0; a shared prefix needs "
                                          "prefix_len >= 1"):
-        make_trace([4, 3], [1, 1], prefix_id=[-1, 3], prefix_len=[0, 0])
-    trace = make_trace([4, 3], [1, 1], prefix_id=[10**12, -1], prefix_len=[2, 0])  # any id >= 0 names a prefix
+        trace_from_lengths([4, 3], [1, 1], prefix_id=[-1, 3], prefix_len=[0, 0])
+    trace = trace_from_lengths([4, 3], [1, 1], prefix_id=[10**12, -1], prefix_len=[2, 0])  # any id >= 0 names a prefix
     assert trace.prefix_id.tolist() == [10**12, -1]
 
 
 def test_an_integer_too_large_for_int64_is_named_not_a_dtype_puzzle():
     with pytest.raises(ValueError, match="prompt_len must hold integers in \\[-2\\*\\*63, 2\\*\\*63\\) \\(int64\\), "
                                          "got 10{30}"):
-        make_trace([10**30, 3], [1, 1])
+        trace_from_lengths([10**30, 3], [1, 1])

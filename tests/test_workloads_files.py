@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib.trace_files import load_trace, save_trace
-from pagedkv_lib.workloads import alpaca_like, make_trace, poisson_arrivals, shared_prefix
+from pagedkv_lib.sim.trace_files import load_trace, save_trace
+from pagedkv_lib.sim.workloads import alpaca_like, poisson_arrivals, shared_prefix, trace_from_lengths
 
 
 @st.composite
@@ -27,7 +27,7 @@ def traces(draw):
             m = min(plen[i] for i in members)
             for i in members:
                 plen[i] = m
-    return make_trace(prompt, output, arrival_s=np.cumsum(gaps), prefix_id=groups, prefix_len=plen)
+    return trace_from_lengths(prompt, output, arrival_s=np.cumsum(gaps), prefix_id=groups, prefix_len=plen)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -113,6 +113,10 @@ def test_arrivals_default_to_zero(tmp_path):
      "t.jsonl:1: field 'arrival_s' must be a finite time >= 0 seconds, got 'soon'"),
     ("t.jsonl", '{"prompt_len": 4, "output_len": 5, "prefix_id": [1], "prefix_len": 2}\n',
      "t.jsonl:1: field 'prefix_id' must be a name (string) or a whole number, got [1]"),
+    ("t.jsonl", '{"prompt_len": 4, "output_len": 5, "prefix_id": {"a": 1}, "prefix_len": 2}\n',
+     "t.jsonl:1: field 'prefix_id' must be a name (string) or a whole number, got {'a': 1}"),
+    ("t.jsonl", '{"prompt_len": 4, "output_len": 5, "prefix_id": true, "prefix_len": 2}\n',
+     "t.jsonl:1: field 'prefix_id' must be a name (string) or a whole number, got True"),
     ("t.jsonl", '{"prompt_len": null, "output_len": 5}\n', "t.jsonl:1: field 'prompt_len' is missing"),
     ("t.csv", "prompt_len,output_len,prompt_len\n4,5,6\n", "t.csv:1: header names field 'prompt_len' twice"),
     ("t.csv", "prompt_len,output_len\n4,5\n4," + "5" * 200_000 + "\n",
@@ -161,6 +165,6 @@ def test_max_context_is_checked_before_any_row(tmp_path, max_context, error, mat
 
 
 def test_save_refuses_a_multi_sample_trace(tmp_path):
-    from pagedkv_lib.workloads import parallel_sampling
+    from pagedkv_lib.sim.workloads import parallel_sampling
     with pytest.raises(ValueError, match="one-sample"):
         save_trace(parallel_sampling(alpaca_like(5), 2), tmp_path / "t.jsonl")

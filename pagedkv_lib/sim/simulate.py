@@ -1,17 +1,18 @@
 """Serving simulator: continuous batching of a request trace under a KV-cache budget.
 
-:func:`simulate` runs one memory policy over a :class:`~pagedkv_lib.workloads.Trace` and returns
+:func:`simulate` runs one memory policy over a :class:`~pagedkv_lib.sim.workloads.Trace` and returns
 a :class:`SimResult` with per-step series (numpy arrays) and a summary dict;
 :func:`run_policies` runs several, :func:`compare_policies` returns their summaries as table
-rows and :func:`block_size_sweep` varies the paged block size; :func:`format_table` prints rows.
-The loop itself is :mod:`pagedkv_lib.sim_loop`; figures are in :mod:`pagedkv_lib.viz`.
+rows and :func:`block_size_sweep` varies the paged block size; :func:`~.tables.format_table` prints rows.
+The loop itself is :mod:`.loop`; figures are in :mod:`.plots`.
 
 Policies (the PagedAttention paper's Figure 2 systems, and vLLM):
 
 * ``"max"``, ``"pow2"``, ``"oracle"``: each sequence reserves one contiguous range when it is
   admitted, of the model's context length, of the next power of two at or above its final
-  length, or of exactly its final length (:mod:`pagedkv_lib.sim_contiguous`);
-* ``"paged"``: blocks of ``block_size`` tokens from the real block manager, nothing shared;
+  length, or of exactly its final length (:mod:`.contiguous_memory`);
+* ``"paged"``: blocks of ``block_size`` tokens from the real block manager, nothing shared
+  (:mod:`.paged_memory`);
 * ``"paged+sharing"``: the same with prefix caching, forked samples and forked beams.
 
 Memory categories, in token slots, summing to the budget at every step:
@@ -55,12 +56,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import sim_loop
-from .accounting import GiB, get_model, kv_capacity
-from .contiguous import reservation_slots
-from ._checks import check_choice, check_int, check_number
-from .sim_contiguous import ContiguousMemory
-from .sim_paged import PagedMemory
+from . import loop
+from .._checks import check_choice, check_int, check_number
+from ..accounting import GiB, get_model, kv_capacity
+from .contiguous_memory import ContiguousMemory
+from .paged_memory import PagedMemory
 from .workloads import Trace
 
 POLICIES = ("max", "pow2", "oracle", "paged", "paged+sharing")
@@ -136,34 +136,50 @@ def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory
     A tqdm progress bar appears when ``progress`` and the run lasts over a second.
     """
     if not isinstance(trace, Trace):
-        raise TypeError(f"trace must be a pagedkv_lib.workloads.Trace, got {type(trace).__name__}")
+        raise TypeError(f"trace must be a pagedkv_lib.sim.Trace, got {type(trace).__name__}")
     policy = check_choice("policy", policy, POLICIES)
     spec = get_model(model)
     S = check_int("block_size", block_size, minimum=1)
-    if num_blocks is None:
-        N = kv_budget_blocks(spec, gpu_memory_gib, S)
-        if N < 1:
-            raise ValueError(f"a GPU of {gpu_memory_gib} GiB leaves no room for a single block of {S} tokens "
-                             f"of {spec.name}")
-    else:
-        N = check_int("num_blocks", num_blocks, minimum=1)
+    N = _budget_blocks(spec, gpu_memory_gib, num_blocks, S)
     max_batch = check_int("max_batch", max_batch, minimum=1)
     frac = check_number("watermark", watermark, low=0.0, high=1.0, high_open=True)
     step_s = check_number("step_seconds", step_seconds, low=0.0, high=math.inf, low_open=True, high_open=True)
     seed = check_int("seed", seed, minimum=0)
     max_steps = check_int("max_steps", max_steps, minimum=1)
     context = spec.max_context or int(trace.final_len.max())
-    _check_fits(trace, policy, context, N, S, int(frac * N), max_batch)
-    arrival_step = arrival_steps(trace.arrival_s, step_s, max_steps)
-
+    _check_fits(trace, context, max_batch)
+    memory: loop.KVMemory
     if policy in ("paged", "paged+sharing"):
         memory = PagedMemory(trace, N, S, sharing=policy == "paged+sharing", watermark_blocks=int(frac * N),
                              seed=seed)
     else:
         memory = ContiguousMemory(trace, N * S, policy=policy, context=context)
+    arrival_step = arrival_steps(trace.arrival_s, step_s, max_steps)
+    rec = _serve(memory, trace, policy, arrival_step, max_batch, max_steps, progress)
+    series = rec.dense(max(rec.completed) + 1, arrival_step)
+    series.update(memory.categories(series))
+    del series["token_jumps"]
+    summary = _summarize(trace, policy, series, N * S, S if policy.startswith("paged") else None, memory)
+    return SimResult(policy, trace.name, N * S, S if policy.startswith("paged") else None, series, summary)
+
+
+def _budget_blocks(spec, gpu_memory_gib: float, num_blocks: int | None, S: int) -> int:
+    """``num_blocks`` if given (checked), else the blocks of ``S`` tokens ``spec`` leaves on the GPU."""
+    if num_blocks is not None:
+        return check_int("num_blocks", num_blocks, minimum=1)
+    N = kv_budget_blocks(spec, gpu_memory_gib, S)
+    if N < 1:
+        raise ValueError(f"a GPU of {gpu_memory_gib} GiB leaves no room for a single block of {S} tokens "
+                         f"of {spec.name}")
+    return N
+
+
+def _serve(memory, trace: Trace, policy: str, arrival_step: np.ndarray, max_batch: int, max_steps: int,
+           progress: bool) -> loop.Record:
+    """Run the loop (with a progress bar if asked); refuse a run longer than ``max_steps`` before densifying it."""
     bar = _progress_bar(progress, len(trace), f"{policy} on {trace.name}")
     try:
-        rec = sim_loop.run(memory, arrival_step, trace.seqs_per_request, max_batch, bar)
+        rec = loop.run(memory, arrival_step, trace.seqs_per_request, max_batch, bar)
     finally:
         if bar is not None:
             bar.close()
@@ -172,11 +188,7 @@ def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory
         raise ValueError(f"the run of trace {trace.name!r} under policy {policy!r} lasted {num_steps:,} steps, more "
                          f"than max_steps={max_steps:,} (its per-step series would take about "
                          f"{_size_text(num_steps * _BYTES_PER_STEP)}); raise max_steps or serve fewer requests")
-    series = rec.dense(num_steps, arrival_step)
-    series.update(memory.categories(series))
-    del series["token_jumps"]
-    summary = _summarize(trace, policy, series, N * S, S if policy.startswith("paged") else None, memory)
-    return SimResult(policy, trace.name, N * S, S if policy.startswith("paged") else None, series, summary)
+    return rec
 
 
 def arrival_steps(arrival_s, step_seconds: float, max_steps: int = DEFAULT_MAX_STEPS) -> np.ndarray:
@@ -219,7 +231,7 @@ def run_policies(trace: Trace, policies=POLICIES, **kwargs) -> list[SimResult]:
 
 
 def compare_policies(trace: Trace, policies=POLICIES, **kwargs) -> list[dict]:
-    """One summary row per policy (list of dicts, a table a notebook can print with :func:`format_table`)."""
+    """One summary row per policy (list of dicts, a table a notebook can print with :func:`~.tables.format_table`)."""
     return [r.summary for r in run_policies(trace, policies, **kwargs)]
 
 
@@ -234,42 +246,8 @@ def block_size_sweep(trace: Trace, block_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256
     return [simulate(trace, "paged+sharing", block_size=s, **kwargs).summary for s in sizes]
 
 
-def format_table(rows: list[dict], columns=None, headers: dict | None = None) -> str:
-    """A plain-text table of ``rows`` (dicts) with the given ``columns`` (default: all keys of the first).
-
-    Fractions whose column name contains ``share`` or ends in ``saving`` print as percents;
-    ``headers`` maps a column to a shorter heading; a missing value prints as ``-``.
-    """
-    rows = list(rows)
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise TypeError(f"rows[{i}] must be a dict (a summary row), got {type(row).__name__}")
-    if not rows:
-        return ""
-    columns = list(columns or rows[0].keys())
-    headers = headers or {}
-
-    def cell(name, value):
-        if value is None:
-            return "-"
-        if isinstance(value, float) and ("share" in name or name.endswith("saving")):
-            return f"{100 * value:.1f}%"
-        if isinstance(value, float):
-            return f"{value:.2f}"
-        return str(value)
-
-    body = [[cell(c, r.get(c)) for c in columns] for r in rows]
-    titles = [headers.get(c, c) for c in columns]
-    widths = [max(len(t), *(len(b[i]) for b in body)) for i, t in enumerate(titles)]
-    lines = ["  ".join(t.rjust(w) for t, w in zip(titles, widths)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.rjust(w) for v, w in zip(b, widths)) for b in body]
-    return "\n".join(lines)
-
-
-def _check_fits(trace: Trace, policy: str, context: int, N: int, S: int, watermark_blocks: int,
-                max_batch: int) -> None:
-    """Every request must fit its context and, alone, the empty cache: otherwise it could never run."""
+def _check_fits(trace: Trace, context: int, max_batch: int) -> None:
+    """Every request must fit the model's context and the batch limit (each memory checks its own budget)."""
     final = trace.final_len
     worst = int(final.max())
     if worst > context:
@@ -279,16 +257,6 @@ def _check_fits(trace: Trace, policy: str, context: int, N: int, S: int, waterma
     k = trace.seqs_per_request
     if k > max_batch:
         raise ValueError(f"max_batch={max_batch} is smaller than the {k} sequences each request runs")
-    if policy.startswith("paged"):
-        need = int(((final + S - 1) // S).sum(axis=1).max()) * (trace.beam_width if k > 1 else 1)
-        room = N - watermark_blocks
-        unit = "blocks"
-    else:
-        per_request = [sum(reservation_slots(policy, int(f), context) for f in row) for row in final]
-        need, room, unit = max(per_request) * (trace.beam_width if k > 1 else 1), N * S, "token slots"
-    if need > room:
-        raise ValueError(f"the KV budget is too small: a request of trace {trace.name!r} needs {need} {unit} "
-                         f"under policy {policy!r}, but only {room} are available")
 
 
 def _summarize(trace, policy, series, capacity, S, memory) -> dict:

@@ -21,18 +21,51 @@ every per-step series is a level held until the next visited step, plus (for tok
 the running sequences accumulated step by step. The dense series are therefore exact for
 every step while the loop costs time per event, not per step.
 
-A ``memory`` object implements the policy (:mod:`pagedkv_lib.sim_paged`,
-:mod:`pagedkv_lib.sim_contiguous`). It provides ``admit(r, t) -> bool``; ``release(t)`` ->
-(requests completed at ``t - 1``, whether any memory was freed); ``advance(t)`` -> requests
-preempted at ``t``, youngest first; ``next_event_step() -> int | None``; ``seqs_running``;
-``levels(head)`` -> a tuple of ints named by ``LEVELS`` (``head`` is the request at the
-queue's head, or ``None``).
+The memory policy is any object with the :class:`KVMemory` interface
+(:mod:`.paged_memory`, :mod:`.contiguous_memory`).
 """
 from __future__ import annotations
 
 from collections import deque
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
+
+
+@runtime_checkable
+class KVMemory(Protocol):
+    """What the loop (and :func:`~pagedkv_lib.sim.simulate.simulate`) asks of a memory policy.
+
+    A policy also refuses, when it is built, a trace with a request that could never fit its
+    empty memory (``ValueError``), so the loop always ends.
+    """
+
+    LEVELS: ClassVar[tuple[str, ...]]
+    """Names of the policy's own levels, in the order :meth:`levels` returns them."""
+
+    seqs_running: int
+    """Sequences holding memory now."""
+
+    def admit(self, request: int, t: int) -> bool:
+        """Take memory for ``request`` and write its step-``t`` tokens; False, holding nothing, if it does not fit."""
+
+    def release(self, t: int) -> tuple[list[int], bool]:
+        """Free what finished at step ``t - 1``: (requests now complete, whether any memory was freed)."""
+
+    def advance(self, t: int) -> list[int]:
+        """Write step ``t``'s tokens where that takes memory; return the requests preempted, youngest first."""
+
+    def next_event_step(self) -> int | None:
+        """The next step at which the policy has something to do, or ``None``."""
+
+    def levels(self, head: int | None) -> tuple[int, ...]:
+        """The policy's levels after this step (``head``: the request at the queue's head, or ``None``)."""
+
+    def categories(self, series: dict) -> dict[str, np.ndarray]:
+        """Per-step memory categories (token slots) and ``logical_tokens``, from the dense series."""
+
+    def summary(self, series: dict) -> dict:
+        """The policy's own summary figures (``None`` for those it does not have)."""
 
 
 class Record:
@@ -61,7 +94,7 @@ class Record:
         return out
 
 
-def run(memory, arrival_step: np.ndarray, seqs_per_request: int, max_batch_seqs: int, bar=None) -> Record:
+def run(memory: KVMemory, arrival_step: np.ndarray, seqs_per_request: int, max_batch_seqs: int, bar=None) -> Record:
     """Serve every request; return the :class:`Record`. ``arrival_step`` is sorted, one per request.
 
     ``bar`` (a tqdm bar or ``None``) advances once per completed request.
@@ -88,16 +121,10 @@ def run(memory, arrival_step: np.ndarray, seqs_per_request: int, max_batch_seqs:
             waiting.append(arrived)
             arrived += 1
         if waiting and not blocked:
-            while waiting:
-                if memory.seqs_running + seqs_per_request > max_batch_seqs:
-                    blocked = True
-                    break
-                if not memory.admit(waiting[0], t):
-                    blocked = True
-                    break
-                waiting.popleft()
-                running += 1
-                rec.admitted.append(t)
+            admitted = _admit_from_head(memory, waiting, t, seqs_per_request, max_batch_seqs)
+            running += admitted
+            rec.admitted.extend([t] * admitted)
+            blocked = bool(waiting)  # admission stops early only when the head does not fit
         preempted = memory.advance(t)
         if preempted:
             blocked = False
@@ -108,6 +135,17 @@ def run(memory, arrival_step: np.ndarray, seqs_per_request: int, max_batch_seqs:
         rec.levels.append((running, memory.seqs_running) + memory.levels(waiting[0] if waiting else None))
         t = _next_step(t, memory.next_event_step(), waiting, blocked, arrived, arrival_step)
     return rec
+
+
+def _admit_from_head(memory: KVMemory, waiting: deque, t: int, seqs_per_request: int, max_batch_seqs: int) -> int:
+    """Admit waiting requests first come, first served until one does not fit; return how many were admitted."""
+    admitted = 0
+    while waiting:
+        if memory.seqs_running + seqs_per_request > max_batch_seqs or not memory.admit(waiting[0], t):
+            break
+        waiting.popleft()
+        admitted += 1
+    return admitted
 
 
 def _next_step(t, next_event, waiting, blocked, arrived, arrival_step) -> int | None:

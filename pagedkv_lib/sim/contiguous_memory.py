@@ -15,19 +15,19 @@ and arrivals change the arena or the head, so a level held between visited steps
 """
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
-from .contiguous import ContiguousArena
-from .errors import OutOfBlocksError
+from ..contiguous import ContiguousArena
+from ..errors import OutOfBlocksError
+from .events import EventCalendar
 from .workloads import Trace
 
 
 class ContiguousMemory:
     """A :class:`~pagedkv_lib.contiguous.ContiguousArena` of ``capacity_tokens`` slots serving a trace.
 
-    Levels per visited step: ``reserved`` slots, ``final_total`` (final lengths summed over
+    Refuses (``ValueError``) a trace with a request whose ranges together exceed the arena:
+    it could never be admitted. Levels per visited step: ``reserved`` slots, ``final_total`` (final lengths summed over
     running sequences), ``token_jumps`` (logical tokens added at admissions minus those removed
     at frees) and ``external_fragmentation`` (the arena's free gaps too short for the queue head's run).
     """
@@ -41,8 +41,11 @@ class ContiguousMemory:
         final = trace.final_len if trace.beam_width == 1 else np.repeat(trace.final_len, trace.beam_width, axis=1)
         self.final = final.tolist()
         self.size = [[self.arena.reservation_for(f) for f in row] for row in self.final]
-        self.frees: dict[int, list] = {}
-        self._heap: list[int] = []
+        need = max(sum(row) for row in self.size)
+        if need > capacity_tokens:
+            raise ValueError(f"the KV budget is too small: a request of trace {trace.name!r} needs {need} token slots "
+                             f"under policy {policy!r}, but only {capacity_tokens} are available")
+        self.frees = EventCalendar()  # step -> sequences whose last token came the step before
         self.left: dict[int, int] = {}  # running request -> sequences not yet finished
         self.seqs_running = 0
         self.reserved = 0
@@ -56,48 +59,45 @@ class ContiguousMemory:
         return (self.reserved, self.final_total, self.token_jumps, external)
 
     def next_event_step(self) -> int | None:
-        return self._heap[0] if self._heap else None
+        return self.frees.next_step()
 
-    def admit(self, r: int, t: int) -> bool:
-        """Reserve a range for every sequence of ``r`` (all or none); schedule their ends."""
+    def admit(self, request: int, t: int) -> bool:
+        """Reserve a range for every sequence of ``request`` (all or none); schedule their ends."""
         placed = []
-        for j, final in enumerate(self.final[r]):
-            key = f"{r}.{j}"
+        for seq, final in enumerate(self.final[request]):
+            key = f"{request}.{seq}"
             try:
-                self.arena.admit(key, self.prompt[r], final)
+                self.arena.admit(key, self.prompt[request], final)
             except OutOfBlocksError:
                 for done in placed:
                     self.arena.release(done)
                 return False
             placed.append(key)
-        self.left[r] = len(placed)
-        for j, key in enumerate(placed):
-            final = self.final[r][j]
+        self.left[request] = len(placed)
+        for seq, final in enumerate(self.final[request]):
             self.seqs_running += 1
-            self.reserved += self.size[r][j]
+            self.reserved += self.size[request][seq]
             self.final_total += final
-            self.token_jumps += self.prompt[r]
-            self._at(t + final - self.prompt[r], ((r, j), final))
+            self.token_jumps += self.prompt[request]
+            self.frees.schedule(t + final - self.prompt[request], (request, seq, final))
         return True
 
     def release(self, t: int) -> tuple[list[int], bool]:
         """Free the sequences that finished at step ``t - 1``; return the requests now complete, and
         whether anything was freed."""
-        if not self._heap or self._heap[0] != t:
-            return [], False
-        heapq.heappop(self._heap)
+        finished = self.frees.pop_due(t)
         done = []
-        for (r, j), final in self.frees.pop(t):
-            self.arena.release(f"{r}.{j}")
+        for request, seq, final in finished:
+            self.arena.release(f"{request}.{seq}")
             self.seqs_running -= 1
-            self.reserved -= self.size[r][j]
+            self.reserved -= self.size[request][seq]
             self.final_total -= final
             self.token_jumps -= final
-            self.left[r] -= 1
-            if not self.left[r]:
-                del self.left[r]
-                done.append(r)
-        return done, True
+            self.left[request] -= 1
+            if not self.left[request]:
+                del self.left[request]
+                done.append(request)
+        return done, bool(finished)
 
     def advance(self, t: int) -> list[int]:
         """Contiguous reservations never grow, so nothing happens mid-flight and nothing is preempted."""
@@ -117,10 +117,3 @@ class ContiguousMemory:
         """Contiguous runs have no blocks and share nothing."""
         return {"num_blocks": None, "sharing_saving": None, "mean_table_blocks": None, "max_table_blocks": None,
                 "prefix_hit_rate": None, "cow_copies": None}
-
-    def _at(self, step: int, item) -> None:
-        bucket = self.frees.get(step)
-        if bucket is None:
-            self.frees[step] = bucket = []
-            heapq.heappush(self._heap, step)
-        bucket.append(item)

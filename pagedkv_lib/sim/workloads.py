@@ -2,7 +2,7 @@
 
 A :class:`Trace` is a table of requests held as numpy arrays (lengths in tokens, times in
 seconds). Generators build one; transformations return a new trace with a sharing pattern or
-arrival process laid over it; :mod:`pagedkv_lib.trace_files` reads a user's own trace.
+arrival process laid over it; :mod:`.trace_files` reads a user's own trace.
 
 Length distributions. Both datasets in the PagedAttention paper (Kwon et al., SOSP 2023) are
 right-skewed, so prompt and output lengths are drawn from log-normal distributions, rounded to
@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ._checks import check_int, check_number
+from .._checks import check_int, check_number
 
 SHAREGPT = dict(prompt_mean=161.31, output_mean=337.99, prompt_sigma=1.0, output_sigma=0.8)
 """ShareGPT-like length parameters: target means in tokens and log-normal sigmas."""
@@ -81,21 +81,7 @@ class Trace:
             first = int(np.argmax(np.diff(arrival) < 0)) + 1
             raise ValueError(f"arrival_s must be non-decreasing; request {first} arrives at {arrival[first]} s, "
                              f"before request {first - 1} at {arrival[first - 1]} s")
-        pid = _int_array("prefix_id", self.prefix_id, ndim=1, minimum=-1)
-        plen = _int_array("prefix_len", self.prefix_len, ndim=1, minimum=0)
-        if pid.shape != (R,) or plen.shape != (R,):
-            raise ValueError(f"prefix_id and prefix_len must have {R} entries each")
-        if np.any(plen > p):
-            r = int(np.argmax(plen > p))
-            raise ValueError(f"prefix_len[{r}] = {plen[r]} exceeds prompt_len[{r}] = {p[r]}")
-        if np.any((pid < 0) & (plen > 0)):
-            r = int(np.argmax((pid < 0) & (plen > 0)))
-            raise ValueError(f"request {r} has prefix_len {plen[r]} but no prefix_id")
-        if np.any((pid >= 0) & (plen == 0)):
-            r = int(np.argmax((pid >= 0) & (plen == 0)))
-            raise ValueError(f"request {r} has prefix_id {pid[r]} but prefix_len 0; a shared prefix needs "
-                             f"prefix_len >= 1 (prefix_id -1 means no prefix)")
-        _check_prefix_lengths_agree(pid, plen)
+        pid, plen = _prefix_arrays(self.prefix_id, self.prefix_len, p)
         k = check_int("beam_width", self.beam_width, minimum=1)
         if k > 1 and o.shape[1] > 1:
             raise ValueError(f"a trace is either beam search (beam_width={k}) or parallel sampling "
@@ -140,7 +126,7 @@ class Trace:
                 "arrival_span_s": float(self.arrival_s[-1] - self.arrival_s[0])}
 
 
-def make_trace(prompt_len, output_len, *, arrival_s=None, prefix_id=None, prefix_len=None,
+def trace_from_lengths(prompt_len, output_len, *, arrival_s=None, prefix_id=None, prefix_len=None,
                max_context: int | None = None, name: str = "trace") -> Trace:
     """A single-sample trace from per-request lists; arrivals default to 0 s, prefixes to none."""
     p, o = np.asarray(prompt_len), np.asarray(output_len)
@@ -170,7 +156,7 @@ def synthetic(num_requests: int, *, prompt_mean: float, output_mean: float, prom
     output = _capped_lognormal(rng, R, "output_mean", output_mean, "output_sigma", output_sigma,
                                int(np.median(output_cap)))
     output = np.minimum(output, output_cap)
-    return make_trace(prompt, output, max_context=ctx, name=name)
+    return trace_from_lengths(prompt, output, max_context=ctx, name=name)
 
 
 def sharegpt_like(num_requests: int = 1000, *, seed: int = 0, max_context: int = 2048) -> Trace:
@@ -302,6 +288,27 @@ def _int_array(name, values, *, ndim, minimum) -> np.ndarray:
         where = idx[0] if ndim == 1 else idx
         raise ValueError(f"{name} must be >= {minimum}, got {arr[idx]} at index {where}")
     return arr
+
+
+def _prefix_arrays(prefix_id, prefix_len, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``prefix_id`` and ``prefix_len`` as checked int64 arrays: one per request, a length with each id, none without."""
+    R = len(p)
+    pid = _int_array("prefix_id", prefix_id, ndim=1, minimum=-1)
+    plen = _int_array("prefix_len", prefix_len, ndim=1, minimum=0)
+    if pid.shape != (R,) or plen.shape != (R,):
+        raise ValueError(f"prefix_id and prefix_len must have {R} entries each")
+    if np.any(plen > p):
+        r = int(np.argmax(plen > p))
+        raise ValueError(f"prefix_len[{r}] = {plen[r]} exceeds prompt_len[{r}] = {p[r]}")
+    if np.any((pid < 0) & (plen > 0)):
+        r = int(np.argmax((pid < 0) & (plen > 0)))
+        raise ValueError(f"request {r} has prefix_len {plen[r]} but no prefix_id")
+    if np.any((pid >= 0) & (plen == 0)):
+        r = int(np.argmax((pid >= 0) & (plen == 0)))
+        raise ValueError(f"request {r} has prefix_id {pid[r]} but prefix_len 0; a shared prefix needs "
+                         f"prefix_len >= 1 (prefix_id -1 means no prefix)")
+    _check_prefix_lengths_agree(pid, plen)
+    return pid, plen
 
 
 def _check_prefix_lengths_agree(pid: np.ndarray, plen: np.ndarray) -> None:

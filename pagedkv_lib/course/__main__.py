@@ -1,0 +1,65 @@
+"""``python -m pagedkv_lib.course <command>``: the instructor's commands (see the package docstring)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import PagedKVError
+from . import __doc__ as _doc
+from .classrun import autograde, print_summary
+from .class_report import export, report
+from .intake import collect, release_notebooks
+from .grade import DEFAULT_TIMEOUT_S, assignments, cached_releases, generate
+from .workflow import feedback
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m pagedkv_lib.course", description=_doc.split("\n")[0])
+    p.add_argument("command", choices=["generate", "collect", "autograde", "feedback", "export", "report"])
+    p.add_argument("source", nargs="?", help="collect: the folder or zip of downloaded notebooks")
+    p.add_argument("--course-dir", default=".", help="repository root (default: current folder)")
+    p.add_argument("--assignment", help="collect: the assignment of notebooks whose name does not say")
+    p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S,
+                   help=f"autograde: seconds a cell may run (default {DEFAULT_TIMEOUT_S})")
+    p.add_argument("--workers", type=int, default=None, help="autograde: students graded at once (default: CPU cores)")
+    return p
+
+
+def _collect(args) -> None:
+    if not args.source:
+        raise PagedKVError("collect needs the folder or zip of notebooks: python -m pagedkv_lib.course collect DOWNLOADS")
+    releases = release_notebooks(cached_releases(Path(args.course_dir), assignments(args.course_dir)))
+    found = collect(args.source, args.course_dir, releases, args.assignment)
+    print(f"placed {len(found.placed)} notebooks in submitted/")
+    for name, why in {**found.unplaced, **found.unreadable}.items():
+        print(f"NOT PLACED {name}: {why}", file=sys.stderr)
+    for key, notes in found.problems.items():
+        print(f"WARNING {key}: {'; '.join(notes)}", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "generate":
+            print("generated:", ", ".join(generate(args.course_dir)))
+        elif args.command == "collect":
+            _collect(args)
+        elif args.command == "autograde":
+            print_summary(autograde(args.course_dir, timeout_s=args.timeout, workers=args.workers))
+            print("grades written to grades.csv, statuses to status.csv")
+        elif args.command == "feedback":
+            print(f"{len(feedback(args.course_dir))} feedback pages written to feedback/")
+        elif args.command == "export":
+            print("grades written to", export(args.course_dir))
+        else:
+            releases = release_notebooks(cached_releases(Path(args.course_dir), assignments(args.course_dir)))
+            print("report written to", report(args.course_dir, releases=releases))
+    except (PagedKVError, FileNotFoundError) as err:
+        print(err, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""What the instructor reads after grading: ``grades.csv`` with each status, and a class report.
+
+The report (``report/report.md`` with ``scores.png`` and ``pass_rates.png``) shows the score histogram,
+each question's pass rate, the misconception messages the class hit most per question (counted from
+the failure messages in ``autograded/``), and the status table, so the ideas the class has not got stand out.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from .feedback_html import question_titles
+from .grade import nbgrader
+
+STATUS_CSV = "status.csv"
+
+
+def export(course_dir=".", to: str = "grades.csv") -> Path:
+    """nbgrader's CSV export of the gradebook, with a ``status`` column from ``status.csv`` where known."""
+    root = Path(course_dir)
+    nbgrader("export", f"--to={to}", course_dir=root)
+    path, status = root / to, _statuses(root)
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    if rows:
+        for row in rows:
+            row["status"] = status.get((row["student_id"], row["assignment"]), {}).get("status", "not submitted")
+        with path.open("w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return path
+
+
+def _statuses(root: Path) -> dict:
+    path = root / STATUS_CSV
+    if not path.exists():
+        return {}
+    return {(r["student_id"], r["assignment"]): r for r in csv.DictReader(path.open(encoding="utf-8"))}
+
+
+def _message(evalue: str) -> str:
+    """The explanation part of a check's failure message (the learner's own value cut away)."""
+    return evalue.split(" is not right. ", 1)[-1].strip() or evalue.strip()
+
+
+def question_results(autograded_dir: Path) -> dict:
+    """``{(assignment, test id): {"passed": n, "total": n, "messages": Counter}}`` over every notebook."""
+    out = defaultdict(lambda: {"passed": 0, "total": 0, "messages": Counter()})
+    for nb_path in sorted(Path(autograded_dir).glob("*/*/*.ipynb")):
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell["cell_type"] != "code" or not meta.get("grade") or meta.get("solution"):
+                continue
+            res = out[(nb_path.parent.name, meta["grade_id"])]
+            errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+            res["total"] += 1
+            res["passed"] += not errors
+            res["messages"].update(_message(f"{e.get('ename')}: {e.get('evalue', '')}"
+                                            if e.get("ename") != "AssertionError" else e.get("evalue", ""))
+                                   for e in errors[:1])
+    return dict(out)
+
+
+def _figures(out_dir: Path, scores: list[float], results: dict, titles: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.hist(scores, bins=min(20, max(5, len(set(scores)))), color="#4C72B0", edgecolor="white")
+    ax.set(xlabel="score (points)", ylabel="students", title="Class scores")
+    fig.tight_layout()
+    fig.savefig(out_dir / "scores.png", dpi=110)
+    plt.close(fig)
+    keys = sorted(results)
+    fig, ax = plt.subplots(figsize=(6, 0.45 * len(keys) + 1))
+    rates = [100 * results[k]["passed"] / max(1, results[k]["total"]) for k in keys]
+    ax.barh([titles.get(k[1], k[1]).split(":")[0] for k in keys], rates, color="#55A868")
+    ax.set(xlim=(0, 100), xlabel="students passing (%)", title="Pass rate per question")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(out_dir / "pass_rates.png", dpi=110)
+    plt.close(fig)
+
+
+def report(course_dir=".", grades_csv: str = "grades.csv", out: str = "report", releases: dict | None = None,
+           top: int = 3) -> Path:
+    """Write ``<out>/report.md`` and its two figures from ``grades_csv``, ``autograded/`` and ``status.csv``."""
+    root = Path(course_dir)
+    out_dir = root / out
+    out_dir.mkdir(exist_ok=True)
+    grades = list(csv.DictReader((root / grades_csv).open(encoding="utf-8")))
+    scores = [float(r["raw_score"]) for r in grades]
+    results = question_results(root / "autograded")
+    titles = {gid: t for rel in (releases or {}).values() for gid, t in question_titles(rel).items()}
+    _figures(out_dir, scores, results, titles)
+    lines = ["# Class report", "", f"{len(grades)} grade rows; median score "
+             f"{sorted(scores)[len(scores) // 2] if scores else 0:g}.", "", "![scores](scores.png)", "",
+             "## Questions", "", "![pass rates](pass_rates.png)", "",
+             "| question | passed | most common failure messages (count) |", "|---|---|---|"]
+    for key in sorted(results):
+        res = results[key]
+        common = "<br>".join(f"{n}× {m[:160]}" for m, n in res["messages"].most_common(top)) or "-"
+        lines.append(f"| {titles.get(key[1], key[1])} | {res['passed']}/{res['total']} | {common.replace('|', '/')} |")
+    lines += ["", "## Status", "", "| student | assignment | status | details |", "|---|---|---|---|"]
+    for (student, assignment), row in sorted(_statuses(root).items()):
+        lines.append(f"| {student} | {assignment} | {row['status']} | {row['details'][:300].replace('|', '/')} |")
+    (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out_dir / "report.md"

@@ -1,0 +1,135 @@
+"""``autograde`` for a whole class: prepare every submission, grade in parallel, write grades and status.
+
+Outputs, beside ``submitted/``: ``gradebook.db`` (nbgrader's), ``autograded/``, ``grades.csv`` (nbgrader's
+export) and ``status.csv`` (one row per student and assignment: ok, or each problem found, with details).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..errors import PagedKVError
+from .intake import COLLECT_LOG, release_notebooks
+from .grade import DEFAULT_TIMEOUT_S, SUBMITTED, Status, assignments, cached_releases, grade_all, zero_grades
+from .nbclean import Unreadable, missing_note, normalise
+from .class_report import STATUS_CSV, export
+from .scan import grader_names_used
+
+
+def _submissions(sub_root: Path, known: list[str]) -> list[tuple[str, str, Path]]:
+    found = sorted({(p.parent.name, p.parent.parent.name, p.parent) for p in sub_root.glob("*/*/*.ipynb")})
+    unknown = sorted({a for a, _, _ in found if a not in known})
+    if unknown:
+        raise PagedKVError(f"submissions for unknown assignments {unknown}; known: {known}")
+    return found
+
+
+def prepare(folder: Path, assignment: str, release: dict, status: Status) -> bool:
+    """Clean one submission folder in place; False (and the reason in ``status``) if it cannot be graded."""
+    want = folder / f"{assignment}.ipynb"
+    others = sorted(p for p in folder.glob("*.ipynb") if p != want)
+    if not want.exists() and len(others) == 1:  # "ps2_math (1).ipynb", a normal download name
+        others[0].rename(want)
+        status.details.append(f"renamed {others[0].name} to {want.name}")
+    if not want.exists():
+        status.problems.append("unreadable")
+        status.details.append(f"no {want.name} (found {[p.name for p in others]})")
+        return False
+    try:
+        norm = normalise(want.read_text(encoding="utf-8", errors="replace"), release, str(want))
+    except Unreadable as err:
+        want.rename(want.with_suffix(".ipynb.unreadable"))  # nbgrader must not try it
+        status.problems.append("unreadable")
+        status.details.append(str(err))
+        return False
+    want.write_text(json.dumps(norm.nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    if norm.missing:
+        status.problems.append("cells missing")
+        if missing_note(norm.missing) not in status.details:
+            status.details.append(missing_note(norm.missing))
+    touched = {c["metadata"]["nbgrader"]["grade_id"]: grader_names_used(c["source"]) for c in norm.nb["cells"]
+               if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"}
+    for gid, names in touched.items():
+        if names:
+            status.problems.append("tampered")
+            status.details.append(f"answer cell {gid} uses the grader's names: {', '.join(names)}")
+    return True
+
+
+def _collect_log(root: Path) -> dict:
+    path = root / COLLECT_LOG
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = DEFAULT_TIMEOUT_S,
+              workers: int | None = None, progress: bool = True) -> list[Status]:
+    """Grade every submission in ``submitted/``; write ``grades_csv`` and ``status.csv``; return the statuses.
+
+    ``timeout_s`` is the per-cell limit (seconds); ``workers`` the number of students graded at once
+    (default: one per CPU core). Whatever a submission does, every student gets a row and a status.
+    """
+    root = Path(course_dir)
+    sub_root = root / SUBMITTED
+    if not sub_root.is_dir():
+        raise PagedKVError(f"nothing to grade: {sub_root} does not exist "
+                           f"(expected {SUBMITTED}/<student>/<assignment>/<notebook>.ipynb; see `collect`)")
+    subs = _submissions(sub_root, assignments(root))
+    log, workers = _collect_log(root), workers or os.cpu_count() or 1
+    named = {a for a, _, _ in subs} | {k.split("/", 1)[1] for k in log.get("unreadable", {})}
+    releases = release_notebooks(cached_releases(root, sorted(named & set(assignments(root))), workers))
+    statuses, jobs = {}, []
+    for assignment, student, folder in subs:
+        st = statuses[(assignment, student)] = Status(student, assignment)
+        st.details += log.get("problems", {}).get(f"{student}/{assignment}", [])
+        if prepare(folder, assignment, releases[assignment], st):
+            jobs.append((assignment, student))
+    code_cells = max((sum(c["cell_type"] == "code" for c in r["cells"]) for r in releases.values()), default=0)
+    graded = grade_all(root, jobs, timeout_s, timeout_s * code_cells + 120, workers, progress)
+    result = _merge(root, statuses, graded, log.get("unreadable", {}))
+    write_status(root / STATUS_CSV, result)
+    export(root, grades_csv)
+    return result
+
+
+def _merge(root: Path, statuses: dict, graded: list[Status], unreadable: dict) -> list[Status]:
+    """One status per (assignment, student): what preparing found, what grading found, what collect could
+    not read. Unreadable notebooks are given 0 in the gradebook, so they get a grade row too."""
+    for st in graded:
+        mine = statuses[(st.assignment, st.student)]
+        mine.problems += st.problems
+        mine.details += st.details
+        mine.failed, mine.seconds = st.failed, st.seconds
+    for key, why in unreadable.items():
+        student, assignment = key.split("/", 1)
+        statuses.setdefault((assignment, student), Status(student, assignment, ["unreadable"], [why]))
+    for (assignment, student), st in statuses.items():
+        if "unreadable" in st.problems:
+            zero_grades(root, assignment, student)
+    return sorted(statuses.values(), key=lambda s: (s.assignment, s.student))
+
+
+def write_status(path: Path, statuses: list[Status]) -> None:
+    """``status.csv``: student_id, assignment, status (ok or the problems), details."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["student_id", "assignment", "status", "details"])
+        for st in statuses:
+            w.writerow([st.student, st.assignment, st.label, " | ".join(st.details)])
+
+
+def status_table(statuses: list[Status]) -> str:
+    """The statuses as a markdown table (printed at the end of autograde, and used in the report)."""
+    rows = ["| student | assignment | status | details |", "|---|---|---|---|"]
+    for st in statuses:
+        details = " / ".join(st.details).replace("|", "\\|")
+        rows.append(f"| {st.student} | {st.assignment} | {st.label} | {details[:300]} |")
+    return "\n".join(rows)
+
+
+def print_summary(statuses: list[Status], out=sys.stdout) -> None:
+    print(status_table(statuses), file=out)
+    bad = [s for s in statuses if s.problems]
+    print(f"\n{len(statuses)} notebooks graded, {len(bad)} with problems (see {STATUS_CSV}).", file=out)

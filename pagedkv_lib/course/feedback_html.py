@@ -1,0 +1,97 @@
+"""Feedback pages for learners: the failure messages written for them, nothing of the hidden tests.
+
+nbgrader writes ``feedback/<student>/<assignment>/<notebook>.html``; the preprocessors below run inside
+it (see ``nbgrader_config.py``) and :func:`polish` then edits each page: long lines wrap, each test in the
+summary is named by its question, and no script is fetched from a CDN (math is shown as plain text).
+"""
+from __future__ import annotations
+
+import html as html_lib
+import re
+from pathlib import Path
+
+from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool
+
+from .testcell import PASS_MIME
+
+_WRAP_CSS = ("<style>pre, .output_text pre, .output_error pre { white-space: pre-wrap; "
+             "overflow-wrap: anywhere; }</style>")
+_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$", re.DOTALL)
+_TEX = [(r"\\mathrm\{([^{}]*)\}", r"\1"), (r"\\text\{([^{}]*)\}", r"\1"), (r"\\lceil", "⌈"),
+        (r"\\rceil", "⌉"), (r"\\sum_i", "Σᵢ "), (r"\\sum", "Σ"), (r"\\times", "×"), (r"\\bmod", "mod"),
+        (r"\\dots", "…"), (r"\\,", " "), (r"_\{([^{}]*)\}", r"_\1"), (r"\\([A-Za-z]+)", r"\1"), (r"[{}]", "")]
+
+
+def tex_as_text(tex: str) -> str:
+    """Inline TeX as readable plain text: ``C_{\\mathrm{tok}} = 2\\,L`` becomes ``C_tok = 2 L``."""
+    for pattern, repl in _TEX:
+        tex = re.sub(pattern, repl, tex)
+    return re.sub(r"\s+", " ", tex).strip()
+
+
+def concise_errors(nb):
+    """Cut every error output of a notebook down to its last line (``AssertionError: message``).
+
+    Feedback should tell learners what went wrong, not show the hidden test lines a traceback quotes.
+    """
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                out["traceback"] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
+            out.get("data", {}).pop(PASS_MIME, None)  # keep the marker's text, not its grader payload
+    return nb
+
+
+class ConciseErrors(Preprocessor):
+    """nbconvert preprocessor applying :func:`concise_errors` (used for feedback)."""
+
+    enabled = Bool(True)  # nbconvert preprocessors are off unless enabled
+
+    def preprocess(self, nb, resources):
+        return concise_errors(nb), resources
+
+
+class PlainMath(Preprocessor):
+    """Write markdown math as plain text in code spans, so the page needs no MathJax (and no CDN)."""
+
+    enabled = Bool(True)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "markdown":
+            cell.source = _MATH.sub(lambda m: f"`{tex_as_text(m.group(1) or m.group(2))}`", cell.source)
+        return cell, resources
+
+
+def question_titles(release: dict) -> dict:
+    """``{test grade_id: "Q1 (2 points): ..."}``: the heading above each test cell of a released notebook."""
+    titles, heading = {}, ""
+    for cell in release["cells"]:
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell["cell_type"] == "markdown" and source.lstrip().startswith("#"):
+            heading = source.strip().splitlines()[0].lstrip("#").strip()
+        if meta.get("grade") and meta.get("grade_id"):
+            titles[meta["grade_id"]] = tex_as_text(heading) if heading else meta["grade_id"]
+    return titles
+
+
+def polish(page: str, titles: dict) -> str:
+    """Wrap long lines, name tests by question, and drop every external script (MathJax's CDN)."""
+    page = re.sub(r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>", "", page)
+    page = re.sub(r"<script[^>]*>(?:(?!</script>).)*MathJax(?:(?!</script>).)*</script>", "", page, flags=re.DOTALL)
+    for gid, title in titles.items():
+        page = page.replace(f'<a href="#{gid}">Test cell</a>', f'<a href="#{gid}">{html_lib.escape(title)}</a>')
+        page = page.replace(f'<a href="#{gid}">Written response</a>',
+                            f'<a href="#{gid}">{html_lib.escape(title)} (written)</a>')
+    return page.replace("</head>", _WRAP_CSS + "\n</head>", 1)
+
+
+def polish_all(feedback_dir: Path, releases: dict) -> list[Path]:
+    """Polish every ``feedback/<student>/<assignment>/*.html`` page in place; return the pages."""
+    pages = sorted(Path(feedback_dir).glob("*/*/*.html"))
+    for page in pages:
+        release = releases.get(page.parent.name)
+        titles = question_titles(release) if release else {}
+        page.write_text(polish(page.read_text(encoding="utf-8"), titles), encoding="utf-8")
+    return pages

@@ -1,0 +1,224 @@
+"""Autograde a class with nbgrader: one worker process per student, so no submission can stop the others.
+
+Each student's notebook is graded by its own ``nbgrader autograde --student`` process, several at a
+time. The gradebook is one sqlite file: nbgrader opens it only briefly (to record the student, the
+submission and, at the end, the scores), never while a notebook runs, and every worker waits up to
+``DB_WAIT_S`` for sqlite's write lock, so writes are serialised by sqlite itself. A worker that fails
+or overruns its wall-clock budget is killed with its kernel, and that student's grades are set to 0
+with the reason in the status.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import PagedKVError
+
+SOURCE, RELEASE, SUBMITTED = "solutions", "exercises", "submitted"
+EVENTS_ENV = "PAGEDKV_GRADING_EVENTS"  # names the file where nbhooks.record writes events
+CACHE_DIR = "grading-cache"  # generated releases, and the hash of the sources they came from
+LOG_DIR = "grading-logs"  # <assignment>/<student>.log: each worker's nbgrader log, for the instructor
+DB_WAIT_S = 120  # seconds a worker waits for sqlite's write lock before giving up
+DEFAULT_TIMEOUT_S = 30  # per-cell execution limit; a problem-set cell needs well under a second
+
+
+@dataclass
+class Status:
+    """How one student's notebook for one assignment went; ``problems`` empty means ok."""
+
+    student: str
+    assignment: str
+    problems: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    failed: bool = False  # the worker did not finish: its grades were set to 0
+    seconds: float = 0.0  # wall-clock time of this student's grading worker
+
+    @property
+    def label(self) -> str:
+        return "ok" if not self.problems else ", ".join(dict.fromkeys(self.problems))
+
+
+def nbgrader_env(extra: dict | None = None) -> dict:
+    """The environment nbgrader needs: this interpreter's ``bin`` first on PATH (it runs ``alembic``)."""
+    path = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+    return dict(os.environ, PATH=path, **(extra or {}))
+
+
+def nbgrader(*args: str, course_dir=".") -> str:
+    """Run ``nbgrader ARGS`` in ``course_dir`` and return its log; raise with the log's tail on failure."""
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, env=nbgrader_env(),
+                          capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise PagedKVError(f"nbgrader {' '.join(args)} failed (exit {proc.returncode}):\n{log[-3000:]}")
+    return log
+
+
+def assignments(course_dir=".") -> list[str]:
+    """Names of the assignments in ``solutions/`` (folders holding at least one notebook)."""
+    src = Path(course_dir) / SOURCE
+    return sorted(p.name for p in src.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def generate(course_dir=".", names=None, release_dir: str | None = None, workers: int = 1) -> list[str]:
+    """Generate ``<release_dir or exercises>/<name>/`` from ``solutions/<name>/`` (all assignments by default).
+
+    With ``workers > 1`` the assignments after the first are generated in parallel (the first one
+    alone, since it may create the gradebook's tables).
+    """
+    names = list(names) if names else assignments(course_dir)
+    extra = [f"--CourseDirectory.release_directory={release_dir}",
+             f"--CourseDirectory.db_url={_db_url(Path(course_dir))}"] if release_dir else []
+
+    def one(name):
+        nbgrader("generate_assignment", name, "--force", *extra, course_dir=course_dir)
+    if names:
+        one(names[0])
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        list(pool.map(one, names[1:]))
+    return names
+
+
+def _digest(root: Path, name: str) -> str:
+    """A hash of what generating ``name`` reads: its source folder and the nbgrader config."""
+    h = hashlib.sha256()
+    for path in sorted((root / SOURCE / name).rglob("*")) + [root / "nbgrader_config.py"]:
+        if path.is_file():
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def cached_releases(root: Path, names: list[str], workers: int = 1) -> Path:
+    """Generated copies of ``names`` in ``grading-cache/releases/``, regenerated only when needed.
+
+    Generating also records the assignment's cells in the gradebook, so it is redone when the source
+    folder or the config changed, or when the gradebook is new.
+    """
+    cache = root / CACHE_DIR
+    stamp, releases = cache / "sources.json", cache / "releases"
+    known = json.loads(stamp.read_text()) if stamp.exists() and (root / "gradebook.db").exists() else {}
+    digest = {n: _digest(root, n) for n in names}
+    stale = [n for n in names if known.get(n) != digest[n] or not (releases / n).is_dir()]
+    generate(root, stale, release_dir=str(releases.resolve()), workers=workers)
+    known.update({n: digest[n] for n in stale})
+    cache.mkdir(exist_ok=True)
+    stamp.write_text(json.dumps(known, indent=1), encoding="utf-8")
+    return releases
+
+
+def _db_url(root: Path) -> str:
+    """The course's gradebook, with every connection waiting up to ``DB_WAIT_S`` for sqlite's write lock."""
+    return f"sqlite:///{(root / 'gradebook.db').resolve()}?timeout={DB_WAIT_S}"
+
+
+def _events(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+_LABELS = {"timeout": "timed out", "stuck": "timed out", "kernel_died": "kernel died",
+           "tampered": "tampered", "cells_missing": "cells missing", "huge_output": "huge output",
+           "exited": "sys.exit"}
+
+
+def _describe(event: dict) -> str:
+    if event["kind"] == "cells_missing":
+        return f"nbgrader put back the test cells {', '.join(event['cells'])}"
+    rest = ", ".join(f"{k}={v}" for k, v in event.items() if k != "kind")
+    return f"{event['kind']}: {rest}"
+
+
+def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float) -> Status:
+    """Autograde one student's ``assignment`` in its own process; kill it (and its kernel) past ``budget_s``."""
+    status, start = Status(student, assignment), time.perf_counter()
+    db = _db_url(root)
+    with tempfile.TemporaryDirectory() as scratch:
+        events = Path(scratch) / "events.jsonl"
+        cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, f"--student={student}", "--force",
+               f"--Execute.timeout={timeout_s}", f"--CourseDirectory.db_url={db}"]
+        proc = subprocess.Popen(cmd, cwd=root, env=nbgrader_env({EVENTS_ENV: str(events)}),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            log, _ = proc.communicate(timeout=budget_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker and the kernel it started
+            log, _ = proc.communicate()
+            status.problems.append("timed out")
+            status.details.append(f"grading took more than {budget_s:.0f} s and was stopped")
+        logs = root / LOG_DIR / assignment
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / f"{student}.log").write_text(log, encoding="utf-8")
+        for event in _events(events):
+            status.problems.append(_LABELS.get(event["kind"], event["kind"]))
+            status.details.append(_describe(event))
+    if proc.returncode != 0 and not status.problems:
+        status.problems.append("grader error")
+        errors = [ln.strip() for ln in log.splitlines() if re.match(r"\s*\w+(Error|Exception):", ln)]
+        status.details.append(errors[-1] if errors else f"nbgrader exit {proc.returncode}")
+    status.failed = proc.returncode != 0
+    status.seconds = time.perf_counter() - start
+    return status
+
+
+GRADER_RETRIES = 2
+"""Extra tries for a student whose run failed with no sign of the student's own doing (e.g. a kernel that
+died before replying to ``kernel_info``: parallel kernels can race for the same ports)."""
+
+
+def grade_one_retrying(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float) -> Status:
+    """:func:`grade_one`, run again up to :data:`GRADER_RETRIES` times while it reports only a grader error."""
+    for attempt in range(GRADER_RETRIES + 1):
+        status = grade_one(root, assignment, student, timeout_s, budget_s)
+        if status.problems != ["grader error"]:
+            break
+    if attempt:
+        status.details.append(f"graded on try {attempt + 1} after a grader error")
+    return status
+
+
+def zero_grades(root: Path, assignment: str, student: str) -> None:
+    """Give ``student`` 0 on every graded cell of ``assignment`` (what nbgrader does for a missing notebook)."""
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.exc import SAWarning
+    with warnings.catch_warnings(), Gradebook(_db_url(root)) as gb:
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission trips an autoflush warning
+        gb.update_or_create_student(student)
+        try:
+            submission = gb.find_submission(assignment, student)
+        except MissingEntry:
+            submission = gb.add_submission(assignment, student)
+        for nb in submission.notebooks:
+            for grade in nb.grades:
+                grade.auto_score = 0
+                grade.needs_manual_grade = False
+        gb.db.commit()
+
+
+def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s: float, workers: int,
+              progress: bool = True) -> list[Status]:
+    """Grade every ``(assignment, student)`` job, ``workers`` at a time, with a progress bar over the class."""
+    from tqdm import tqdm
+    lock, done = threading.Lock(), []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(grade_one_retrying, root, a, s, timeout_s, budget_s) for a, s in jobs]
+        for fut in tqdm(as_completed(futures), total=len(futures), desc="autograde", unit="notebook",
+                        disable=not progress, file=sys.stderr):
+            status = fut.result()
+            if status.failed:
+                with lock:
+                    zero_grades(root, status.assignment, status.student)
+            done.append(status)
+    return sorted(done, key=lambda s: (s.assignment, s.student))

@@ -1,0 +1,128 @@
+"""Put a class's downloaded notebooks where nbgrader expects them: ``submitted/<student>/<assignment>/``.
+
+Accepted names, from a folder or a zip: ``<student>.ipynb`` (when there is one assignment, or one is
+given), ``<student>_<assignment>.ipynb`` or ``<assignment>_<student>.ipynb``, and any notebook inside a
+student folder (``alice/ps2_math (1).ipynb``, ``alice/Copy of ps2_math.ipynb``). Each notebook is cleaned
+on the way in (see ``nbclean.py``); whatever cannot be placed or read is listed, by file and reason.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .nbclean import Unreadable, missing_note, normalise, parse
+
+SUBMITTED = "submitted"
+#: collect's findings, read by autograde so unreadable files still get a row and a reason
+COLLECT_LOG = "collect.json"
+_COPY = re.compile(r"^(copy of\s+)+|(\s*\(\d+\)|\s*-\s*copy)+$", re.IGNORECASE)
+
+
+@dataclass
+class Collected:
+    """What collect did: files placed, files it could not place (with why), and unreadable notebooks."""
+
+    placed: dict = field(default_factory=dict)      # "student/assignment" -> source file
+    unplaced: dict = field(default_factory=dict)    # source file -> reason
+    unreadable: dict = field(default_factory=dict)  # "student/assignment" -> reason (graded 0)
+    problems: dict = field(default_factory=dict)    # "student/assignment" -> [messages]
+
+
+def student_id(name: str) -> str:
+    """A name as an nbgrader student id: lower-case letters, digits, ``_``, ``.`` and ``-`` only."""
+    return re.sub(r"[^a-z0-9_.-]+", "_", name.lower()).strip("_.-")
+
+
+def _stem(name: str) -> str:
+    return _COPY.sub("", Path(name).stem).strip()
+
+
+def place(rel: Path, assignments: list[str], default: str | None) -> tuple[str, str]:
+    """(student, assignment) for a notebook at ``rel`` inside the collection; ValueError says why not."""
+    stem = _stem(rel.name).lower().replace(" ", "_")
+    named = [a for a in assignments if a.lower() in stem]
+    assignment = named[0] if len(named) == 1 else default
+    if assignment is None:
+        raise ValueError(f"cannot tell the assignment from the name (known: {', '.join(assignments)}; "
+                         "pass --assignment)")
+    rest = student_id(stem.replace(assignment.lower(), "") if named else stem)
+    # a notebook named after the assignment belongs to the folder it sits in (alice/ps2_math (1).ipynb)
+    student = rest or (student_id(rel.parts[-2]) if len(rel.parts) > 1 else "")
+    if not student:
+        raise ValueError("the file name holds no student name (put it in a folder named by the student)")
+    return student, assignment
+
+
+def _files(source: Path, scratch: Path) -> tuple[Path, list[Path]]:
+    if source.is_file() and zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as z:
+            z.extractall(scratch)
+        source = scratch
+    if not source.is_dir():
+        raise FileNotFoundError(f"collect: {source} is neither a folder nor a zip file")
+    skip = ("__MACOSX", ".ipynb_checkpoints")
+    files = [p for p in sorted(source.rglob("*")) if p.is_file()
+             and not any(part in skip or part.startswith(".") for part in p.relative_to(source).parts)]
+    return source, files
+
+
+def collect(source, course_dir=".", releases: dict | None = None, default: str | None = None) -> Collected:
+    """Place and clean every notebook under ``source`` (a folder or a zip) into ``submitted/``.
+
+    ``releases`` maps each assignment name to its released notebook (a JSON dict); with one assignment
+    it is the default for bare ``<student>.ipynb`` names. Writes ``collect.json`` beside ``submitted/``.
+    """
+    root, found = Path(course_dir), Collected()
+    names = sorted(releases)
+    default = default or (names[0] if len(names) == 1 else None)
+    with tempfile.TemporaryDirectory() as scratch:
+        base, files = _files(Path(source), Path(scratch))
+        for path in files:
+            rel = path.relative_to(base)
+            if path.suffix != ".ipynb":
+                found.unplaced[str(rel)] = "not a notebook (.ipynb)"
+                continue
+            try:
+                student, assignment = place(rel, names, default)
+            except ValueError as err:
+                found.unplaced[str(rel)] = str(err)
+                continue
+            key = f"{student}/{assignment}"
+            if key in found.placed or key in found.unreadable:
+                found.unplaced[str(rel)] = f"a second notebook for {key}; kept the first"
+                continue
+            _store(root, path, rel, student, assignment, releases[assignment], found)
+    (root / COLLECT_LOG).write_text(json.dumps(asdict(found), indent=1), encoding="utf-8")
+    return found
+
+
+def _store(root: Path, path: Path, rel: Path, student: str, assignment: str, release: dict,
+           found: Collected) -> None:
+    key = f"{student}/{assignment}"
+    try:
+        norm = normalise(path.read_text(encoding="utf-8", errors="replace"), release, str(rel))
+    except Unreadable as err:
+        found.unreadable[key] = str(err)
+        return
+    dst = root / SUBMITTED / student / assignment / f"{assignment}.ipynb"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(json.dumps(norm.nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    found.placed[key] = str(rel)
+    notes = [f"nbgrader metadata put back on {', '.join(norm.reattached)}"] if norm.reattached else []
+    if norm.missing:
+        notes.append(missing_note(norm.missing))
+    if notes:
+        found.problems[key] = notes
+
+
+def release_notebooks(release_dir: Path) -> dict:
+    """``{assignment: released notebook}`` for every ``<assignment>/<assignment>.ipynb`` in ``release_dir``."""
+    out = {}
+    for nb in sorted(Path(release_dir).glob("*/*.ipynb")):
+        if nb.stem == nb.parent.name:
+            out[nb.parent.name] = parse(nb.read_text(encoding="utf-8"), str(nb))
+    return out

@@ -28,8 +28,8 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("class") / "course"
     root.mkdir()
     shutil.copy(REPO / "nbgrader_config.py", root)
-    for folder in (course.SOURCE, course.RELEASE):
-        shutil.copytree(REPO / folder, root / folder)
+    for folder in (course.SOURCE, course.RELEASE):  # this class hands in ps2_math only
+        shutil.copytree(REPO / folder / NAME, root / folder / NAME)
     release = json.loads((REPO / course.RELEASE / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8"))
     solution = json.loads((REPO / course.SOURCE / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8"))
     files = build(release, solution)

@@ -80,7 +80,9 @@ def build(release: dict, solution: dict) -> list[tuple[str, str, float | None, s
     full = float(sum(c["metadata"]["nbgrader"]["points"] for c in release["cells"]
                      if c["metadata"].get("nbgrader", {}).get("grade")
                      and not c["metadata"]["nbgrader"].get("solution")))
-    q7 = 2.0
+    pts = {_gid(c): c["metadata"]["nbgrader"]["points"] for c in release["cells"]
+           if c["metadata"].get("nbgrader", {}).get("grade")}
+    q7 = float(pts["q7_tests"])
 
     def perfect(**over):
         return answered(release, {**good, **over})
@@ -102,7 +104,8 @@ def build(release: dict, solution: dict) -> list[tuple[str, str, float | None, s
         ("manylines.ipynb", perfect(q6_answer=good["q6_answer"] + "print(('y' * 99 + '\\n') * 500_000)\n"), full,
          "huge output"),
         ("deleted_test.ipynb", no_q2_test, full, "cells missing"),
-        ("edited_test.ipynb", edited, full - 6, "tampered"),  # q3 and q4 call the wrong blocks_needed
+        # the locked q2 test is put back and fails; q3 and q4 are graded with a correct blocks_needed
+        ("edited_test.ipynb", edited, full - pts["q2_tests"], "tampered"),
         ("missing_var.ipynb", perfect(q7_answer="llama3_70b_fp8_token = 262_144\n"), full - q7, "ok"),
         ("bad_import.ipynb", perfect(q7_answer="import nonexistent_module\n" + good["q7_answer"]), full - q7, "ok"),
         ("sysexit.ipynb", perfect(q7_answer="import sys\nsys.exit(0)\n" + good["q7_answer"]), full - q7, "sys.exit"),

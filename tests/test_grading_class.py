@@ -28,8 +28,8 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("class") / "course"
     root.mkdir()
     shutil.copy(REPO / "nbgrader_config.py", root)
-    for folder in (course.SOURCE, course.RELEASE):
-        shutil.copytree(REPO / folder, root / folder)
+    for folder in (course.SOURCE, course.RELEASE):  # this class hands in ps2_math only
+        shutil.copytree(REPO / folder / NAME, root / folder / NAME)
     release = json.loads((REPO / course.RELEASE / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8"))
     solution = json.loads((REPO / course.SOURCE / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8"))
     files = build(release, solution)
@@ -98,7 +98,7 @@ def test_outputs_hold_no_personal_data_no_hidden_tests_and_stay_small(graded):
 
 def test_feedback_names_tests_by_question_and_wraps_long_lines(graded):
     page = (graded[0] / "feedback" / "stub" / NAME / f"{NAME}.html").read_text(encoding="utf-8")
-    assert ">Test cell<" not in page and "Q1 (2 points): bytes of KV cache per token" in page
+    assert ">Test cell<" not in page and "Q1 (3 points): bytes of KV cache per token" in page
     assert "pre-wrap" in page and "NotImplementedError" in page
 
 
@@ -107,5 +107,5 @@ def test_report_shows_scores_pass_rates_misconceptions_and_status(graded):
     text = report.read_text(encoding="utf-8")
     assert (root / "report" / "scores.png").stat().st_size > 1000
     assert (root / "report" / "pass_rates.png").stat().st_size > 1000
-    assert "Q2 (2 points)" in text and "Rounding down drops the last" in text  # the cheaters' blocks_needed
+    assert "Q2 (3 points)" in text and "Rounding down drops the last" in text  # the cheaters' blocks_needed
     assert "| osexit | ps2_math | kernel died" in text

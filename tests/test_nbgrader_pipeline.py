@@ -118,12 +118,13 @@ def test_pipeline_end_to_end(tmp_path):
     assert [statuses[s].label for s in ("alice", "bob", "carol")] == ["ok", "ok", "ok"]
 
     rows = list(csv.DictReader((root / "grades.csv").open()))
-    by_student = {r["student_id"]: r for r in rows}
-    max_auto = _auto_points(REPO / course.SOURCE / ASSIGNMENTS[0])
-    assert float(by_student["alice"]["raw_score"]) == max_auto
-    assert float(by_student["carol"]["raw_score"]) == max_auto
-    assert float(by_student["bob"]["raw_score"]) == 0
-    assert float(by_student["dave"]["raw_score"]) == max_auto  # the deleted test cell was restored and run
+    score = {(r["student_id"], r["assignment"]): float(r["raw_score"]) for r in rows}
+    for name in ASSIGNMENTS:
+        max_auto = _auto_points(REPO / course.SOURCE / name)
+        assert score["alice", name] == max_auto, name
+        assert score["carol", name] == max_auto, name
+        assert score["bob", name] == 0, name
+        assert score["dave", name] == max_auto, name  # the deleted test cell was restored and run
 
     # 4. feedback shows the learner's failure message but neither hidden tests nor their tracebacks
     course.feedback(root)

@@ -2,13 +2,30 @@
 
 Comparisons trust only the expected value: a learner's object with a rigged ``__eq__`` (or an int
 subclass that says it equals everything) is judged by the plain value it holds, never by its own methods.
+A failure is a :class:`CheckFailed`, which IPython shows as its one-line message, not as a traceback
+through this file.
 """
 from __future__ import annotations
 
+import decimal
+import fractions
 import math
 import numbers
 import operator
 from typing import Any, Iterable
+
+
+class CheckFailed(AssertionError):
+    """A check's verdict for the learner: shown as the message alone (IPython calls ``_render_traceback_``)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"CheckFailed: {self}"]
+
+
+def require(condition: Any, message: str) -> None:
+    """Fail with ``message`` unless ``condition`` is true (a visible check of type, units or range)."""
+    if not condition:
+        raise CheckFailed(message)
 
 
 def check_value(name: str, got: Any, expected: Any, *, rel_tol: float = 1e-9, abs_tol: float = 0.0,
@@ -22,15 +39,15 @@ def check_value(name: str, got: Any, expected: Any, *, rel_tol: float = 1e-9, ab
     points to; otherwise it gives ``hint``.
     """
     if got is None:
-        raise AssertionError(f"{name} is still None: write your answer in the cell above and run it.")
-    got = _plain(got)
+        raise CheckFailed(f"{name} is still None: write your answer in the cell above and run it.")
+    got = plain(got)
     if _float_for_int(got, expected):
-        raise AssertionError(f"{name} should hold whole numbers (ints), got {_show(got)}: "
+        raise CheckFailed(f"{name} should hold whole numbers (ints), got {_show(got)}: "
                              "use // for integer division, or round where the question says how.")
     if _same(got, expected, rel_tol, abs_tol):
         return
     check_known_mistakes(name, got, misconceptions, rel_tol=rel_tol, abs_tol=abs_tol)
-    raise AssertionError(f"{name} = {_show(got)} is not right. {hint}".rstrip())
+    raise CheckFailed(f"{name} = {_show(got)} is not right. {hint}".rstrip())
 
 
 def check_known_mistakes(name: str, got: Any, misconceptions: Iterable[tuple[Any, str]], *,
@@ -39,20 +56,24 @@ def check_known_mistakes(name: str, got: Any, misconceptions: Iterable[tuple[Any
 
     Visible test cells use it to explain common mistakes while the exact check stays hidden.
     """
-    got = _plain(got)
+    got = plain(got)
     for wrong, why in misconceptions:
         if got is not None and _same(got, wrong, rel_tol, abs_tol):
-            raise AssertionError(f"{name} = {_show(got)} is not right. {why}")
+            raise CheckFailed(f"{name} = {_show(got)} is not right. {why}")
 
 
 def _is_int(x: Any) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
-def _plain(x: Any) -> Any:
+def plain(x: Any) -> Any:
     """numpy scalars and arrays, and torch tensors, as the Python values and lists they hold."""
     if type(x) in (int, float, bool, str, list, tuple, dict) or x is None:
         return x
+    if type(x) is fractions.Fraction:  # exact values: a whole one is an int, the rest floats
+        return int(x) if x.denominator == 1 else float(x)
+    if type(x) is decimal.Decimal:
+        return int(x) if x.is_finite() and x == x.to_integral_value() else float(x)
     to_list = getattr(type(x), "tolist", None)  # looked up on numpy/torch types, not on the instance
     return to_list(x) if callable(to_list) and type(x).__module__.split(".")[0] in ("numpy", "torch") else x
 
@@ -79,7 +100,7 @@ def _float_for_int(got: Any, expected: Any) -> bool:
 
 def _same(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
     """``a`` (the learner's) equals ``b`` (trusted); only ``b``'s type and plain conversions decide."""
-    a, b = _plain(a), _plain(b)
+    a, b = plain(a), plain(b)
     if isinstance(b, bool) or isinstance(a, bool):
         return a is b
     if _is_int(a) and _is_int(b):

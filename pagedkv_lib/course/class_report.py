@@ -59,7 +59,7 @@ def question_results(autograded_dir: Path) -> dict:
             res["total"] += 1
             res["passed"] += not errors
             res["messages"].update(_message(f"{e.get('ename')}: {e.get('evalue', '')}"
-                                            if e.get("ename") != "AssertionError" else e.get("evalue", ""))
+                                            if e.get("ename") not in ("AssertionError", "CheckFailed") else e.get("evalue", ""))
                                    for e in errors[:1])
     return dict(out)
 

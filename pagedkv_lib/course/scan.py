@@ -13,7 +13,7 @@ from .testcell import BUILTIN_NAMES
 #: Names an answer has no reason to use: the checkers, the test-cell guard, and the hooks that change
 #: how errors are raised or shown.
 GRADER_NAMES = frozenset({
-    "check_value", "check_known_mistakes", "testcell", "_testcell", "_check_value", "_check_known_mistakes",
+    "check_value", "check_known_mistakes", "testcell", "_testcell", "_check_value", "_check_known_mistakes", "_checks",
     "builtins", "__builtins__", "AssertionError", "set_custom_exc", "excepthook", "showtraceback",
     "input_transformers_post", "input_transformers_cleanup", "ast_transformers",
     "CustomTB", "custom_exceptions", "PASS_MIME", "fresh_checkers", "tampering",

@@ -91,12 +91,18 @@ def tampering() -> list[str]:
     return changed + _restore_shell(_shell())
 
 
-def fresh_checkers():
-    """``check_value`` and ``check_known_mistakes`` from a new load of this package's ``checks.py``."""
+def fresh_checks_module():
+    """A new load of this package's ``checks.py`` (no earlier cell can have touched it)."""
     path = Path(__file__).with_name("checks.py")
     spec = importlib.util.spec_from_file_location("_pagedkv_sealed_checks", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def fresh_checkers():
+    """``check_value`` and ``check_known_mistakes`` from a new load of this package's ``checks.py``."""
+    module = fresh_checks_module()
     return module.check_value, module.check_known_mistakes
 
 
@@ -114,13 +120,24 @@ def unshadow(namespace: dict) -> list[str]:
     return [f"a global named {n}" for n in suspicious]
 
 
-def begin(grade_id: str):
-    """Start test cell ``grade_id``: undo and report tampering, then return fresh checkers."""
-    changed = tampering() + unshadow(sys._getframe(1).f_globals)
+def _guard(grade_id: str, namespace: dict) -> None:
+    """Undo and report tampering (builtins, shell, shadowing globals in ``namespace``)."""
+    changed = tampering() + unshadow(namespace)
     if changed:
         raise AssertionError(f"{grade_id}: {TAMPER_TEXT} ({', '.join(changed)}); this test scores 0. "
                              "Remove that code and rerun.")
+
+
+def begin(grade_id: str):
+    """Start test cell ``grade_id``: undo and report tampering, then return fresh checkers."""
+    _guard(grade_id, sys._getframe(1).f_globals)
     return fresh_checkers()
+
+
+def begin_checks(grade_id: str):
+    """Like :func:`begin`, but return the whole fresh checks module (``check_value``, ``require``, ...)."""
+    _guard(grade_id, sys._getframe(1).f_globals)
+    return fresh_checks_module()
 
 
 def end(grade_id: str) -> None:

@@ -1,0 +1,167 @@
+"""Plausible wrong answers (each must lose its question's points) and correct answers in other styles.
+
+MUTATIONS[set]: (answer cell, the test cell(s) that must fail, wrong source), or (answer cell, tests,
+old, new) for the reference answer with ``old`` replaced by ``new``. No other test may fail.
+STYLES[set]: (answer cell, correct source in another style), each keeping full marks.
+"""
+
+_KV = "def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):\n    return {}\n"
+_BN = "def blocks_needed(num_tokens, block_size):\n    return {}\n"
+_RS = ("def reserved_and_slack(lengths, block_size):\n"
+       "    reserved = block_size * sum({} for t in lengths)\n    return {}\n")
+_LEDGER = ("def shared_prefix_ledger(prefix, tails, block_size):\n"
+           "    up = lambda t: -(-t // block_size)\n"
+           "    logical = sum(prefix + t for t in tails)\n"
+           "    unique = {unique}\n"
+           "    reserved = block_size * ({blocks})\n"
+           "    return {{'logical': logical, 'unique': unique, 'reserved': reserved, 'slack': reserved - unique}}\n")
+_Q5 = "usable = int(0.9 * 80 * GiB)\nweights = int(6.74e9 * 2)\nllama2_7b_blocks = {}\n"
+_Q7 = "llama3_70b_fp8_tokens = {}\n"
+
+PS2 = [
+    ("q1_answer", "q1_tests", _KV.format("num_layers * num_kv_heads * head_dim * bytes_per_scalar")),  # no x2
+    ("q1_answer", "q1_tests", _KV.format("16 * num_layers * num_kv_heads * head_dim * bytes_per_scalar")),  # bits
+    ("q2_answer", "q2_tests", _BN.format("num_tokens // block_size")),  # floor
+    ("q2_answer", "q2_tests", _BN.format("num_tokens // block_size + 1")),  # off by one at boundaries
+    ("q2_answer", "q2_tests", "import math\n" + _BN.format("math.ceil(num_tokens / block_size)")),  # floats
+    ("q3_answer", "q3_tests", _RS.format("(t // block_size)", "reserved, reserved - sum(lengths)")),
+    ("q3_answer", "q3_tests", _RS.format("(-(-t // block_size))", "reserved - sum(lengths), reserved")),
+    ("q3_answer", "q3_tests", _RS.format("(t // block_size + 1)", "reserved, reserved - sum(lengths)")),
+    ("q4_answer", "q4_tests", _LEDGER.format(unique="logical",  # the prefix stored per request
+                                             blocks="sum(up(prefix + t) for t in tails)")),
+    ("q4_answer", "q4_tests", _LEDGER.format(unique="prefix + sum(tails) if tails else 0",
+                                             blocks="sum(up(prefix + t) for t in tails)")),
+    ("q4_answer", "q4_tests", _LEDGER.format(unique="prefix + sum(tails) if tails else 0",  # tails packed
+                                             blocks="up(prefix + sum(tails)) if tails else 0")),
+    ("q4_answer", "q4_tests", _LEDGER.format(unique="prefix + sum(tails)",  # no continuations, prefix kept
+                                             blocks="up(prefix) + sum(up(t) for t in tails)")),
+    ("q5_answer", "q5_tests", _Q5.format("usable // (16 * kv_bytes_per_token(32, 32, 128, 2))")),  # weights
+    ("q5_answer", "q5_tests", _Q5.format("(int(0.9 * 80e9) - weights) // (16 * kv_bytes_per_token(32, 32, 128, 2))")),
+    ("q5_answer", "q5_tests", _Q5.format("-(-(usable - weights) // (16 * kv_bytes_per_token(32, 32, 128, 2)))")),
+    ("q5_answer", "q5_tests", _Q5.format("(usable - weights) // (16 * 32 * 32 * 128 * 2)")),  # no x2
+    ("q5_answer", "q5_tests", _Q5.format("(usable - weights) // kv_bytes_per_token(32, 32, 128, 2)")),  # tokens
+    ("q5_answer", "q5_tests", _Q5.format("(usable - weights) // (16 * kv_bytes_per_token(32, 32, 128, 2)) - 3")),
+    ("q6_answer", "q6_tests", "expected_slack_S12 = 12 / 2\n"),  # S/2
+    ("q6_answer", "q6_tests", "expected_slack_S12 = sum(12 - r for r in range(12)) / 12\n"),  # slack S at r = 0
+    ("q6_answer", "q6_tests", "expected_slack_S12 = 4.0\n"),
+    ("q7_answer", "q7_tests", _Q7.format("40 * GiB // kv_bytes_per_token(80, 8, 128, 2)")),  # fp16
+    ("q7_answer", "q7_tests", _Q7.format("40 * GiB // kv_bytes_per_token(80, 64, 128, 1)")),  # query heads
+    ("q7_answer", "q7_tests", _Q7.format("40 * GiB // (80 * 8 * 128 * 1)")),  # no x2
+    ("q7_answer", "q7_tests", _Q7.format("int(40e9) // kv_bytes_per_token(80, 8, 128, 1)")),  # GB
+    ("q7_answer", "q7_tests", _Q7.format("40 * GiB // (8 * kv_bytes_per_token(80, 8, 128, 1))")),  # bits
+]
+
+PS2_STYLES = [
+    ("q1_answer", "import math\n" + _KV.format("math.prod([2, num_layers, num_kv_heads, head_dim, bytes_per_scalar])")),
+    ("q1_answer", "import numpy as np\n" + _KV.format("np.int64(2) * num_layers * num_kv_heads * head_dim * bytes_per_scalar")),
+    ("q2_answer", _BN.format("(num_tokens + block_size - 1) // block_size")),
+    ("q2_answer", _BN.format("num_tokens // block_size + (num_tokens % block_size > 0)")),
+    ("q3_answer", "import numpy as np\ndef reserved_and_slack(lengths, block_size):\n"
+                  "    t = np.asarray(lengths, dtype=np.int64)\n    r = block_size * (-(-t // block_size)).sum()\n"
+                  "    return np.array([r, r - t.sum()])\n"),
+    ("q3_answer", _RS.format("blocks_needed(t, block_size)", "[reserved, reserved - sum(lengths)]")),
+    ("q4_answer", _LEDGER.format(unique="prefix + sum(tails) if tails else 0",
+                                 blocks="(up(prefix) if tails else 0) + sum(up(t) for t in tails)").replace(
+                                     "'slack': reserved - unique}", "'slack': reserved - unique, 'k': len(tails)}")),
+    ("q5_answer", "import numpy as np\nllama2_7b_blocks = np.int64(int(0.9 * 80 * GiB) - int(6.74e9 * 2)) // (16 * 524288)\n"),
+    ("q6_answer", "from fractions import Fraction\nexpected_slack_S12 = Fraction(sum((-r) % 12 for r in range(12)), 12)\n"),
+    ("q6_answer", "from decimal import Decimal\nexpected_slack_S12 = Decimal(sum((-r) % 12 for r in range(12))) / 12\n"),
+    ("q6_answer", "import numpy as np\nexpected_slack_S12 = np.mean([(12 - r) % 12 for r in range(12)])\n"),
+    ("q7_answer", "import numpy as np\nllama3_70b_fp8_tokens = np.int64(40 * GiB) // (2 * 80 * 8 * 128)\n"),
+    # a slip in Q1 (no x2) is followed through into Q5 and Q7: only Q1 loses points (checked below)
+]
+
+_ALLOC = ("q2_tests", "q3_tests", "q4_tests")  # one class, three tests: a slip in what all use costs all
+PS3 = [
+    ("q1_answer", "q1_tests", "block_table[p // block_size] * block_size", "block_table[p // block_size]"),
+    ("q1_answer", "q1_tests", "block_table[p // block_size] * block_size + p % block_size", "p"),
+    ("q1_answer", "q1_tests", "p // block_size] * block_size + p % block_size", "(p - 1) // block_size] * block_size + (p - 1) % block_size + 1"),
+    ("q2_answer", _ALLOC, "self._take(-(-num_tokens // self.block_size))", "self._take(num_tokens // self.block_size)"),
+    ("q2_answer", ("q2_tests", "q4_tests"), "new = -(-(T + num_tokens) // S) - len(table)",
+     "new = (T + num_tokens) // S + 1 - len(table)"),  # a block too early at every boundary
+    ("q2_answer", "q2_tests", "        if n > len(self.free_ids):\n            raise",
+     "        if n > len(self.free_ids):\n            self.free_ids = self.free_ids[1:]\n            raise"),
+    ("q2_answer", ("q3_tests", "q4_tests"), "            if self.refs[b] == 0:\n                self.free_ids.append(b)",
+     "            self.free_ids.append(b)"),  # frees shared blocks
+    ("q2_answer", ("q3_tests", "q4_tests"), "        self.tables[child_id] = list(self.tables[parent_id])",
+     "        self.tables[child_id] = self._take(len(self.tables[parent_id]))"),  # a prefix per request
+    ("q2_answer", ("q3_tests", "q4_tests"), "        for b in self.tables[child_id]:\n            self.refs[b] += 1",
+     "        pass"),  # no ref counts for the child
+    ("q2_answer", "q4_tests", "shared_partial = T % S != 0 and self.refs[table[-1]] > 1",
+     "shared_partial = False"),  # no copy-on-write
+    ("q2_answer", ("q2_tests", "q4_tests"), "shared_partial = T % S != 0 and self.refs[table[-1]] > 1",
+     "shared_partial = T % S != 0"),  # copies unshared blocks too
+    ("q5_answer", "q5_tests", "repeat_interleave(H_q // H_kv, dim=1)", "repeat(1, H_q // H_kv, 1)"),  # h % H_kv
+    ("q5_answer", "q5_tests", " / math.sqrt(D)", ""),
+    ("q5_answer", "q5_tests", ".reshape(-1, H_kv, D)[:T]", ".reshape(-1, H_kv, D)"),  # reads garbage
+    ("q5_answer", "q5_tests", "T = int(seq_lens[i])", "T = int(seq_lens[i]) - 1"),
+    ("q5_answer", "q5_tests", "blocks = block_tables[i][: -(-T // S)].long()",
+     "blocks = torch.arange(-(-T // S))"),  # ignores the block table
+]
+
+PS3_STYLES = [
+    ("q1_answer", "import numpy as np\ndef slot_mapping(block_table, positions, block_size):\n"
+                  "    p = np.asarray(positions)\n    return np.asarray(block_table)[p // block_size] * block_size + p % block_size\n"),
+    ("q5_answer", "import torch.nn.functional as F\n"
+                  "def paged_decode(q, k_cache, v_cache, block_tables, seq_lens):\n"
+                  "    S, H_kv, D = k_cache.shape[1:]\n    outs = []\n"
+                  "    for b, T in enumerate(seq_lens.tolist()):\n"
+                  "        pos = torch.arange(T)\n        ids = block_tables[b][pos // S].long()\n"
+                  "        k, v = k_cache[ids, pos % S], v_cache[ids, pos % S]\n"
+                  "        G = q.shape[1] // H_kv\n"
+                  "        k, v = k.repeat_interleave(G, 1).transpose(0, 1), v.repeat_interleave(G, 1).transpose(0, 1)\n"
+                  "        outs.append(F.scaled_dot_product_attention(q[b][:, None], k, v)[:, 0])\n"
+                  "    return torch.stack(outs)\n"),
+]
+
+PS1 = [(f"{q}_answer", f"{q}_tests", f"{var} = {value}\n") for q, var, values in [
+    ("q1", "block_of_position_9", ["1", "3", "5", "9"]),
+    ("q2", "largest_waste", ['"internal"', '"external"', '"fragmentation"']),
+    ("q3", "shared_blocks_used", ["12", "6", "3", "4", "7.0"]),
+    ("q4", "token_states_read", ["24", "80", "56"]),
+    ("q5", "slack_estimate_slots", ["1600", "1700", "3200", "1400"]),
+    ("q6", "paging_changes", ['"abd"', '"a"', '"acd"', '["a", "c"]', '"d"']),
+] for value in values]
+
+PS1_STYLES = [
+    ("q1_answer", "import numpy as np\nblock_of_position_9 = np.int64(8)\n"),
+    ("q2_answer", 'largest_waste = " Reservation "\n'),
+    ("q5_answer", "from fractions import Fraction\nslack_estimate_slots = Fraction(3000, 2)\n"),
+    ("q5_answer", "slack_estimate_slots = 1520  # a rough estimate, within 5%\n"),
+    ("q6_answer", 'paging_changes = {"d", "a"}\n'),
+    ("q6_answer", 'paging_changes = ["a", "d"]\n'),
+    ("q6_answer", 'paging_changes = "a, d"\n'),
+    ("q6_answer", 'paging_changes = "DA"\n'),
+]
+
+PS4 = [
+    ("q1_answer", "q1_tests", 'r["block_size"] == 64', 'r["block_size"] == 16'),  # another row
+    ("q1_answer", "q1_tests", 'r["share_slack"]', 'r["share_token_states"]'),
+    ("q1_answer", "q1_tests", 'r["share_slack"] for', '100 * r["share_slack"] for'),  # percent
+    ("q2_answer", "q2_tests", "alpaca_like(200, seed=2), 4)", "alpaca_like(200, seed=2), 2)"),
+    ("q2_answer", "q2_tests", '"paged+sharing"', '"paged"'),  # no sharing at all
+    ("q3_answer", "q3_tests", "24 * GiB", "int(24e9)"),  # GB for GiB
+    ("q3_answer", "q3_tests", "block_size=16).tokens", "block_size=16, utilization=1.0).tokens"),
+    ("q3_answer", "q3_tests", "block_size=16).tokens", "block_size=16).blocks"),
+    ("q3_answer", "q3_tests", "block_size=16).tokens", "block_size=16, dtype='fp32').tokens"),
+    ("q4_answer", "q4_tests", 'rows["paged"]["mean_batch"] / rows["max"]["mean_batch"]',
+     'rows["max"]["mean_batch"] / rows["paged"]["mean_batch"]'),
+    ("q4_answer", "q4_tests", 'rows["paged"]["mean_batch"] / rows["oracle"]["mean_batch"]',
+     'rows["paged"]["mean_batch"] - rows["oracle"]["mean_batch"]'),
+    ("q4_answer", "q4_tests", 'rows["paged"]["mean_batch"] / rows["oracle"]["mean_batch"]',
+     'rows["paged"]["mean_batch"] / rows["max"]["mean_batch"]'),  # the wrong baseline
+    ("q5_answer", "q5_tests", '["prefix-sharing savings"]', '["tail slack"]'),
+    ("q5_answer", "q5_tests", '["prefix-sharing savings"]', '["reservation waste (contiguous)"]'),
+    ("q5_answer", "q5_tests", '["prefix-sharing savings"]', '["prefix-sharing savings"] // 16'),  # blocks
+]
+
+PS4_STYLES = [
+    ("q1_answer", "import numpy as np\nrows = block_size_sweep(alpaca_like(200, seed=1), block_sizes=(4, 16, 64, 256), "
+                  "progress=False)\nslack_share_S64 = np.float64(rows[2]['share_slack'])\n"),
+    ("q3_answer", "import numpy as np\nllama3_8b_tokens_24gib = np.int64(kv_capacity('Llama-3-8B', 24 * 2**30).tokens)\n"),
+    ("q5_answer", "lab = run_lab('parallel sampling', block_size=16, sharing=True, n=4)\n"
+                  "lab_sharing_saved_slots = lab.effects['prefix-sharing savings']\n"),
+]
+
+MUTATIONS = {"ps1_intuition": PS1, "ps2_math": PS2, "ps3_code": PS3, "ps4_demo": PS4}
+STYLES = {"ps1_intuition": PS1_STYLES, "ps2_math": PS2_STYLES, "ps3_code": PS3_STYLES, "ps4_demo": PS4_STYLES}

@@ -1,0 +1,129 @@
+"""Every problem set is fair, helpful and honest, proven in one live kernel per set.
+
+- fair: the reference answers and correct answers in other styles keep full marks;
+- helpful: each plausible wrong answer (a mutation) loses the points of its question, and the
+  catch rate per set is printed, for the full tests and for the visible checks alone;
+- honest: no visible cell of a released set holds a hidden expected value or one a factor away.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import REPO
+from psets_kernel import LiveKernel, load, points, solutions
+from psets_leaks import code_numbers, leaks, text_numbers
+from psets_mutations import MUTATIONS, STYLES
+
+pytestmark = [pytest.mark.xdist_group("psets-kernel")]
+
+SETS = sorted(MUTATIONS)
+# Sets whose graded answers include values (numbers a learner could copy). ps3_code grades functions
+# and a class on random inputs only, so it has no value to leak.
+VALUE_SETS = [name for name in SETS if name != "ps3_code"]
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    k = LiveKernel(REPO)
+    yield k
+    k.close()
+
+
+def _cells(name, folder="solutions"):
+    return load(REPO / folder / name / f"{name}.ipynb")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SETS)
+def test_correct_answers_in_every_style_keep_full_marks(kernel, name):
+    cells = _cells(name)
+    full = sum(points(cells).values())
+    good = solutions(cells)
+    assert kernel.score(cells, good) == full
+    for answer_id, source in STYLES[name]:
+        verdicts = kernel.grade(cells, {**good, answer_id: source})
+        failed = {g: m for g, (ok, m) in verdicts.items() if not ok}
+        assert not failed, f"{name}: a correct {answer_id} in another style lost points: {failed}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SETS)
+def test_every_mutation_loses_its_points_and_each_message_is_one_line(kernel, name):
+    cells = _cells(name)
+    good = solutions(cells)
+    caught = seen = 0
+    for answer_id, tests, *change in MUTATIONS[name]:
+        if len(change) == 2:  # (old, new) applied to the reference answer
+            assert change[0] in good[answer_id], f"{name}: the mutation's text is not in {answer_id}: {change[0]!r}"
+        source = good[answer_id].replace(*change) if len(change) == 2 else change[0]
+        tests = {tests} if isinstance(tests, str) else set(tests)
+        verdicts = kernel.grade(cells, {**good, answer_id: source})
+        failed = {g for g, (passed, _) in verdicts.items() if not passed}
+        assert tests <= failed, f"{name}: this wrong {answer_id} passed {tests - failed}:\n{source}"
+        for test_id in tests:
+            message = verdicts[test_id][1]
+            assert message.count("\n") <= 1 and "Traceback" not in message, message
+        assert failed <= tests, f"{name}: a slip in {answer_id} also cost {failed - tests} (graded twice)"
+        caught += 1
+        visible = kernel.grade(cells, {**good, answer_id: source}, hidden=False)
+        seen += any(not visible[t][0] for t in tests)
+    total = len(MUTATIONS[name])
+    print(f"\n{name}: {caught}/{total} mutations lose points; {seen}/{total} are caught by visible checks")
+    assert caught == total
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_no_visible_cell_gives_a_hidden_value_away(kernel, name):
+    cells = _cells(name)
+    good = solutions(cells)
+    every = kernel.expected_values(cells, good, hidden=True)
+    visible_expected = kernel.expected_values(cells, good, hidden=False)
+
+    def scalars(values):
+        out = set()
+        for v in values:
+            out.update(scalars(v) if isinstance(v, (list, tuple)) else
+                       scalars(v.values()) if isinstance(v, dict) else [v] if isinstance(v, (int, float)) else [])
+        return out
+
+    hidden = scalars(every) - scalars(visible_expected)
+    assert hidden, f"{name}: the hidden tests should check values the visible ones do not"
+    released = json.loads((REPO / "exercises" / name / f"{name}.ipynb").read_text(encoding="utf-8"))["cells"]
+    shown = set()
+    for cell in released:
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        shown |= code_numbers(source) if cell["cell_type"] == "code" else text_numbers(source)
+    assert not leaks(shown, hidden), f"{name}: visible numbers give hidden values away: {leaks(shown, hidden)}"
+
+
+def test_the_leak_finder_flags_a_hidden_value_and_values_one_factor_away():
+    from psets_leaks import leaks as find
+    hidden = {262_144, 5.5, 12}
+    assert find({262_144}, hidden) == [(262_144, 262_144)]
+    assert find({131_072, 2_097_152, 11.0}, hidden) == [(11.0, 5.5), (131_072, 262_144), (2_097_152, 262_144)]
+    assert find({3072, 1.5, 12, 24}, hidden) == []  # other numbers, and small integers, identify nothing
+    assert code_numbers("x = 40 * GiB // (2 * 80 * 8 * 128)\n") >= {40 * 2**30 // 163_840}
+    assert text_numbers("tails of 262,144 and 6.74e9 and 1_000") >= {262_144, 6.74e9, 1000}
+
+
+def test_checks_accept_exact_numbers_in_any_type_and_fail_in_one_line():
+    from decimal import Decimal
+    from fractions import Fraction
+
+    from pagedkv_lib.course import checks
+    big = 10**18 + 1
+    checks.check_value("n", Fraction(big), big)
+    checks.check_value("n", Decimal(big), big)
+    checks.check_value("x", Fraction(11, 2), 5.5)
+    checks.check_value("x", Decimal("5.5"), 5.5)
+    with pytest.raises(checks.CheckFailed, match="is not right"):
+        checks.check_value("n", Fraction(big + 1), big)  # exact, where a float would round them together
+    with pytest.raises(checks.CheckFailed, match="whole numbers"):
+        checks.check_value("n", Fraction(7, 2), 3)
+    with pytest.raises(checks.CheckFailed) as failure:
+        checks.require(False, "R should be a multiple of S")
+    assert failure.value._render_traceback_() == ["CheckFailed: R should be a multiple of S"]
+    assert isinstance(failure.value, AssertionError)  # the autograder and the report read it as a failed check

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 
-from jlab import REPO, CUT_LINES_JS, IMAGES_JS, error_outputs, expect, open_notebook, run_all, screenshots, wait_idle
+from .jlab import REPO, CUT_LINES_JS, IMAGES_JS, error_outputs, expect, open_notebook, run_all, screenshots, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
@@ -101,8 +101,8 @@ def test_the_lab_rearms_when_the_block_size_moves(lab, page):
     page.keyboard.press("Control+A")
     page.keyboard.type("8")
     page.keyboard.press("Enter")
+    expect(the_lab).to_contain_text("S = 8, sharing on")   # the gate box is rebuilt: find it again
     gate = the_lab.locator(".widget-vbox:has(> .widget-hbox > button:text-is('Commit'))")
-    page.wait_for_function("(el) => el.innerText.includes('S = 8')", arg=gate.element_handle())
     the_lab.scroll_into_view_if_needed()
     page.screenshot(path=str(page.shots / "02-slider-moved.png"))
     assert gate.locator(".jp-OutputArea-output").count() == 0, "the old reveal still shows"

@@ -11,10 +11,9 @@ Methods, all producing the same ``[B, 32, 128]`` output (checked against each ot
 
 * ``sdpa``: per-request ``scaled_dot_product_attention`` on contiguous ``[1, H_kv, T, D]`` K/V;
 * ``batched``: one matmul-softmax-matmul over a padded contiguous ``[B, H_kv, T_max, D]`` batch;
-* ``paged_gather`` and ``paged_online``: :mod:`pagedkv_lib.attention` on a paged cache with
-  shuffled physical blocks (``pagedkv_lib.testing.random_paged_batch``);
-* ``online_copy_v``: ``paged_online`` with V copied before its matmul instead of read in place
-  by ``embedding_bag`` (only while the library has that path);
+* ``paged_gather`` and ``paged_online``: the CPU speed-ups of :mod:`pagedkv_lib.attention_fast`
+  (tested equal to the spec in :mod:`pagedkv_lib.attention`) on a paged cache with shuffled
+  physical blocks (``pagedkv_lib.testing.random_paged_batch``);
 * ``fused`` and ``fused_in_order``: the numba kernel
   (:func:`pagedkv_lib.numba_attention.paged_decode_numba`, when numba is installed) on the
   shuffled cache, and on a copy of it whose blocks lie in logical order, request after request:
@@ -40,6 +39,7 @@ import numpy as np
 import torch
 
 from pagedkv_lib import attention as A
+from pagedkv_lib import attention_fast as F_
 from pagedkv_lib import decode_timing as DT
 from pagedkv_lib import numba_attention as NA
 from pagedkv_lib.sim import sharegpt_like
@@ -78,22 +78,12 @@ def batched(c):
 
 
 def paged_gather(c):
-    return A.paged_decode_gather(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"])
+    return F_.paged_decode_gather_fast(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"])
 
 
 def paged_online(c, step_blocks=64):
-    return A.paged_decode_online(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
-                                 step_blocks=step_blocks)
-
-
-def online_copy_v(c, step_blocks=64):
-    """paged_online with its fp32 V read through the copy-then-matmul path instead of embedding_bag."""
-    in_place = A._rows_in_place
-    A._rows_in_place = lambda cache: False
-    try:
-        return paged_online(c, step_blocks)
-    finally:
-        A._rows_in_place = in_place
+    return F_.paged_decode_online_fast(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
+                                       step_blocks=step_blocks)
 
 
 def fused(c):
@@ -174,8 +164,6 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     methods = dict(sdpa=sdpa, batched=batched, paged_gather=paged_gather,
                    paged_online=lambda c: paged_online(c, args.step_blocks))
-    if hasattr(A, "_rows_in_place"):
-        methods["online_copy_v"] = lambda c: online_copy_v(c, args.step_blocks)
     if NA.NUMBA_MISSING is None:
         NA.numba.set_num_threads(args.threads)
         compile_s = NA.warm_up()

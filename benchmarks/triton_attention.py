@@ -38,39 +38,31 @@ import torch.nn.functional as F
 
 from pagedkv_lib.attention import TOLERANCES
 from pagedkv_lib.sim import sharegpt_like
+from pagedkv_lib.testing import random_paged_batch
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
-def build_case(lens: list[int], dtype: torch.dtype, device: str, seed: int, *, h_q=H_Q, h_kv=H_KV,
-               d=D, block_size=S) -> dict:
-    """One set of logical K/V per request, stored twice: in shuffled paged blocks, and padded contiguous."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    B, t_max = len(lens), max(lens)
-    n_blocks = [math.ceil(t / block_size) for t in lens]
-    k_tok = torch.randn(B, t_max, h_kv, d, generator=gen, device=device).to(dtype)  # token-major
-    v_tok = torch.randn(B, t_max, h_kv, d, generator=gen, device=device).to(dtype)
-    lens_t = torch.tensor(lens, device=device)
-    padding = torch.arange(t_max, device=device) >= lens_t[:, None]                 # [B, T_max]
-    k_tok[padding] = 0
-    v_tok[padding] = 0
-    physical = torch.randperm(sum(n_blocks), generator=gen, device=device)
-    tables = torch.full((B, max(n_blocks)), -1, dtype=torch.int32, device=device)
-    k_cache = torch.empty(sum(n_blocks), block_size, h_kv, d, dtype=dtype, device=device)
-    v_cache = torch.empty_like(k_cache)
-    start = 0
-    for b, (t, n) in enumerate(zip(lens, n_blocks)):
-        tables[b, :n] = physical[start : start + n]
-        start += n
-        pos = torch.arange(t, device=device)
-        slots = tables[b, pos // block_size].long() * block_size + pos % block_size
-        k_cache.view(-1, h_kv, d)[slots] = k_tok[b, :t]
-        v_cache.view(-1, h_kv, d)[slots] = v_tok[b, :t]
-    k_pad = k_tok.transpose(1, 2).contiguous()                                     # [B, H_kv, T_max, D]
-    v_pad = v_tok.transpose(1, 2).contiguous()
-    return dict(q=torch.randn(B, h_q, d, generator=gen, device=device).to(dtype), k_cache=k_cache,
-                v_cache=v_cache, tables=tables, lens=lens_t, k_pad=k_pad, v_pad=v_pad,
+def build_case(lens: list[int], dtype: torch.dtype, device: str, seed: int) -> dict:
+    """One set of logical K/V per request, stored twice: in shuffled paged blocks, and padded contiguous.
+
+    The paged copy is :func:`pagedkv_lib.testing.random_paged_batch` (int32 tables, NaN in the
+    unused tail of each last block); the contiguous copy is head-major ``[B, H_kv, T_max, D]``,
+    zero past each request's length.
+    """
+    batch = random_paged_batch(lens, block_size=S, num_kv_heads=H_KV, group=H_Q // H_KV, head_dim=D,
+                               dtype=dtype, device=device, spare_blocks=0, extra_columns=0,
+                               table_dtype=torch.int32, seed=seed)
+    t_max = max(lens)
+    k_pad = torch.zeros(len(lens), H_KV, t_max, D, dtype=dtype, device=device)
+    v_pad = torch.zeros_like(k_pad)
+    for b, (k, v) in enumerate(zip(batch.keys, batch.values)):
+        k_pad[b, :, : len(k)] = k.transpose(0, 1)
+        v_pad[b, :, : len(v)] = v.transpose(0, 1)
+    padding = torch.arange(t_max, device=device) >= batch.seq_lens[:, None]       # [B, T_max]
+    return dict(q=batch.q, k_cache=batch.k_cache, v_cache=batch.v_cache, tables=batch.block_tables,
+                lens=batch.seq_lens, k_pad=k_pad, v_pad=v_pad,
                 # SDPA's boolean mask: True = attend. None when no request is padded.
                 keep=None if min(lens) == t_max else ~padding[:, None, None, :],
                 per_request=[(k_pad[b : b + 1, :, :t], v_pad[b : b + 1, :, :t]) for b, t in enumerate(lens)])

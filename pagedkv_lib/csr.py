@@ -10,66 +10,20 @@ A batch of ``B`` requests can name its KV pages in two ways:
 They agree through ``N_i = ceil(T_i / S)`` and ``T_i = S * (N_i - 1) + last_page_len_i``.
 Every request holds at least one token (``T_i >= 1``): CSR has no way to say "zero pages"
 and still give a last-page length in ``[1, S]``. Outputs are ``torch.int32`` like FlashInfer's.
+Inputs are read with the attention module's helpers (:func:`~pagedkv_lib.attention_checks.index_tensor`,
+:func:`~pagedkv_lib.attention_checks.blocks_in_use`), so both accept and refuse the same tables.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ._checks import check_int
+from .attention import PAD_BLOCK
+from .attention_checks import blocks_in_use, index_tensor
 
-PAD_BLOCK = -1
-"""Block-table entry past a request's last block: "no block here"."""
+__all__ = ["to_csr", "from_csr"]
 
 _INT32_MAX = 2**31 - 1
-
-
-def index_tensor(name: str, value, dims: int) -> torch.Tensor:
-    """``value`` (block ids, lengths, slots) as an int64 tensor of ``dims`` dimensions.
-
-    An empty list (or nested empty lists) holds no numbers of any type and becomes an empty int64
-    tensor; an empty float *tensor* or *array* is still refused. Raises TypeError for non-integer
-    dtypes and ValueError naming the shape for the wrong rank or a ragged nested list.
-    """
-    given = value
-    try:
-        value = torch.as_tensor(value)
-    except (TypeError, ValueError, RuntimeError, OverflowError) as exc:  # ragged rows, strings, huge ints
-        raise (TypeError if isinstance(exc, TypeError) else ValueError)(
-            f"{name} must be a rectangular tensor of integers, got {given!r}") from exc
-    if value.numel() == 0 and not isinstance(given, (torch.Tensor, np.ndarray)):
-        value = value.to(torch.int64)  # torch.as_tensor([]) is float32, but [] is no float
-    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integers, got dtype {value.dtype}")
-    if value.dim() != dims:
-        raise ValueError(f"{name} must have {dims} dimension(s), got shape {tuple(value.shape)}")
-    return value.to(torch.int64)
-
-
-def blocks_in_use(block_tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int):
-    """``(N [B], used [B, max_blocks])``: blocks per request and the mask of table entries its length uses.
-
-    ``block_tables [B, max_blocks]`` and ``seq_lens [B]`` are int64 tensors (see
-    :func:`index_tensor`). Checks that the batch sizes agree, that every length is >= 1 token and
-    that it fits its row (``N_i = ceil(T_i / S) <= max_blocks``); raises ``ValueError`` naming the
-    shapes otherwise. Entries outside ``used`` are padding and are never read; boolean indexing
-    ``block_tables[used]`` reads the used ones request after request.
-    """
-    S = block_size
-    if block_tables.shape[0] != seq_lens.shape[0]:
-        raise ValueError(f"block_tables has shape {tuple(block_tables.shape)} [B, max_blocks] but seq_lens "
-                         f"has shape {tuple(seq_lens.shape)} [B]: batch sizes differ")
-    capacity = block_tables.shape[1] * S
-    if seq_lens.numel():
-        if int(seq_lens.min()) < 1:
-            raise ValueError(f"seq_lens must all be >= 1 token, got {seq_lens.tolist()}")
-        if int(seq_lens.max()) > capacity:  # before dividing by S: a cache with 0-slot blocks lands here
-            raise ValueError(f"seq_lens {seq_lens.tolist()} exceed the capacity of block_tables with shape "
-                             f"{tuple(block_tables.shape)}: {block_tables.shape[1]} blocks x {S} tokens = "
-                             f"{capacity} tokens")
-    n_blocks = (seq_lens + S - 1) // max(S, 1)  # S == 0 only with no lengths: N is empty anyway
-    used = torch.arange(block_tables.shape[1], device=block_tables.device) < n_blocks[:, None]
-    return n_blocks, used
 
 
 def to_csr(block_tables, seq_lens, block_size: int):

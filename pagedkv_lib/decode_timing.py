@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import attention as A
 from . import numba_attention as NA
+from .attention_fast import paged_decode_online_fast
 from .testing import PagedBatch, random_paged_batch
 
 __all__ = ["ContiguousBatch", "contiguous_layouts", "sdpa_decode", "batched_decode", "time_interleaved",
@@ -92,7 +92,8 @@ def compare_decode_times(lens=(1024,) * 8, *, num_kv_heads: int = 8, group: int 
     """Median seconds of one fp32 decode step by each method, on one batch with ``lens`` tokens.
 
     Keys: ``"contiguous (SDPA per request)"``, ``"contiguous (batched, padded)"``, ``"torch paged"``
-    (:func:`~pagedkv_lib.attention.paged_decode_online`) and, when numba is installed,
+    (:func:`~pagedkv_lib.attention_fast.paged_decode_online_fast`, the fastest torch-level paged
+    decode: it copies each step's blocks before a matmul) and, when numba is installed,
     ``"fused paged"`` (:func:`~pagedkv_lib.numba_attention.paged_decode_numba`). Without numba that
     key is left out and one warning line says so. All methods are first checked to agree (1e-4).
     """
@@ -102,7 +103,7 @@ def compare_decode_times(lens=(1024,) * 8, *, num_kv_heads: int = 8, group: int 
     methods = {
         "contiguous (SDPA per request)": lambda: sdpa_decode(batch.q, cont),
         "contiguous (batched, padded)": lambda: batched_decode(batch.q, cont),
-        "torch paged": lambda: A.paged_decode_online(*batch.args()),
+        "torch paged": lambda: paged_decode_online_fast(*batch.args()),
     }
     if NA.decode_function() is NA.paged_decode_numba:
         methods["fused paged"] = lambda: NA.paged_decode_numba(*batch.args())

@@ -3,7 +3,9 @@
 A :class:`PagedBatch` holds the same logical K/V twice over: per request as contiguous tensors
 (the spec's view), and scattered into a paged cache through shuffled physical block ids (the
 kernel's view). Slots nobody owns (spare blocks, the tail of each last block) hold ``garbage``, so
-a kernel that reads past a request's length shows it in the output.
+a kernel that reads past a request's length shows it in the output. :meth:`PagedBatch.slots_read`
+finds, by experiment, the slots a decode function's result depends on, and :meth:`PagedBatch.draw`
+draws them over the cache.
 
     physical cache  [num_blocks, S, H_kv, D]       block table of request b
     block 0  |g g g g|   spare: garbage            [ 5, 2, -1 ]  (pad = -1)
@@ -12,7 +14,9 @@ a kernel that reads past a request's length shows it in the output.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -52,14 +56,67 @@ class PagedBatch:
         S = self.block_size
         return [self.block_tables[b, : blocks_needed(int(t), S)].tolist() for b, t in enumerate(self.seq_lens)]
 
+    def slot_owner(self) -> torch.Tensor:
+        """``[num_blocks, S]`` int64: the request whose token each slot holds, ``-1`` where it holds garbage."""
+        S = self.block_size
+        owner = torch.full(self.k_cache.shape[:2], -1, dtype=torch.int64)
+        for b, (ids, t) in enumerate(zip(self.owned_blocks(), self.seq_lens.tolist())):
+            for j, block in enumerate(ids):
+                owner[block, : min(S, t - j * S)] = b
+        return owner
+
     def owned_slots(self) -> torch.Tensor:
         """``[num_blocks, S]`` bool: True where a slot holds some request's token (the rest is garbage)."""
-        S = self.block_size
-        owned = torch.zeros(self.k_cache.shape[:2], dtype=torch.bool)
-        for ids, t in zip(self.owned_blocks(), self.seq_lens.tolist()):
-            for j, block in enumerate(ids):
-                owned[block, : min(S, t - j * S)] = True
-        return owned
+        return self.slot_owner() >= 0
+
+    def slots_read(self, decode: Callable, **kwargs) -> torch.Tensor:
+        """``[B, num_blocks, S]`` bool: the slots whose K/V request ``b``'s output of ``decode`` depends on.
+
+        Found by experiment, one slot at a time: change its K and V, rerun ``decode(*self.args(),
+        **kwargs)``, restore it, and see whose output moved (NaN counts as a value). So it costs
+        ``num_blocks * S`` calls: meant for small batches. A correct decode reads exactly
+        ``slot_owner() == b`` for request ``b``; garbage it read and masked away leaves no trace.
+        """
+        base = decode(*self.args(), **kwargs)
+        read = torch.zeros(len(self.seq_lens), *self.k_cache.shape[:2], dtype=torch.bool)
+        for block, s in itertools.product(range(self.k_cache.shape[0]), range(self.block_size)):
+            saved = [cache[block, s].clone() for cache in (self.k_cache, self.v_cache)]
+            for cache in (self.k_cache, self.v_cache):
+                cache[block, s] = torch.where(torch.isfinite(cache[block, s]), cache[block, s] + 1, 0.5)
+            out = decode(*self.args(), **kwargs)
+            for cache, old in zip((self.k_cache, self.v_cache), saved):
+                cache[block, s] = old
+            same = (out == base) | (torch.isnan(out) & torch.isnan(base))
+            read[:, block, s] = ~same.flatten(1).all(1).cpu()
+        return read
+
+    def draw(self, read: torch.Tensor | None = None) -> str:
+        """A text picture of the cache: one line per physical block, one letter per slot.
+
+        Request ``b`` is letter ``b`` of the alphabet (``a`` for request 0); ``.`` is garbage. Given
+        ``read`` (from :meth:`slots_read`), a slot its owner read is upper case (``A``), a slot its
+        owner did not read stays lower case, and a slot read by a request that does not own it is ``!``.
+        """
+        owner = self.slot_owner()
+        lines = [f"{chr(97 + b) if b < 26 else '#'}: T={t}, blocks {ids}"
+                 for b, (t, ids) in enumerate(zip(self.seq_lens.tolist(), self.owned_blocks()))]
+        for block in range(owner.shape[0]):
+            cells = [_cell(int(owner[block, s]), None if read is None else read[:, block, s])
+                     for s in range(owner.shape[1])]
+            lines.append(f"block {block:3d} |{' '.join(cells)}|")
+        return "\n".join(lines)
+
+def _cell(owner: int, readers: torch.Tensor | None) -> str:
+    """One slot of :meth:`PagedBatch.draw`: its owner's letter, upper case if the owner read it."""
+    letter = "." if owner < 0 else chr(97 + owner) if owner < 26 else "#"
+    if readers is None:
+        return letter
+    strangers = readers.clone()
+    if owner >= 0:
+        strangers[owner] = False
+    if strangers.any():
+        return "!"
+    return letter.upper() if owner >= 0 and bool(readers[owner]) else letter
 
 
 def boundary_lengths(block_size: int) -> list[int]:

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO
 
-LESSONS = [p for p in sorted((REPO / "notebooks").glob("*.ipynb")) if p.stem in ("01_intuition", "02_math")]
+LESSONS = [p for p in sorted((REPO / "notebooks").glob("*.ipynb")) if p.stem in ("01_intuition", "02_math", "03_code")]
 
 
 def cells(path: Path):

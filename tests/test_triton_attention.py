@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
-import math
 import os
 import pathlib
 import subprocess
@@ -22,7 +21,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib.attention import TOLERANCES, dense_attention, gather_kv, paged_decode_gather
+from pagedkv_lib.attention import TOLERANCES, paged_decode_gather, paged_decode_reference
+from pagedkv_lib.testing import random_paged_batch
 
 ON_GPU = torch.cuda.is_available()
 if not ON_GPU:
@@ -50,11 +50,8 @@ def _device(tri) -> str:
 
 def reference(q, k_cache, v_cache, block_tables, seq_lens, scale=None):
     """The spec: fp32 dense attention of each query over its sequence's logical K/V, on the CPU."""
-    outs = []
-    for b in range(q.shape[0]):
-        k, v = gather_kv(k_cache.cpu().float(), v_cache.cpu().float(), block_tables[b].cpu(), int(seq_lens[b]))
-        outs.append(dense_attention(q[b : b + 1].cpu().float(), k, v, causal=False, scale=scale)[0])
-    return torch.stack(outs)
+    return paged_decode_reference(q.cpu().float(), k_cache.cpu().float(), v_cache.cpu().float(),
+                                  block_tables.cpu(), seq_lens.cpu(), scale=scale)
 
 
 def assert_matches_reference(out, args, scale=None):
@@ -63,27 +60,21 @@ def assert_matches_reference(out, args, scale=None):
     torch.testing.assert_close(out.cpu().float(), reference(*args, scale=scale), atol=atol, rtol=rtol)
 
 
-def make_case(*, lens, block_size, num_kv_heads, group, head_dim, dtype, device, spare_blocks=3,
-              seed=0, pad_value=-1):
-    """Random q and caches, and a block table whose rows hold shuffled physical ids.
+def make_batch(*, lens, block_size, num_kv_heads, group, head_dim, dtype, device, spare_blocks=3,
+               seed=0, pad_value=-1):
+    """The shared random batch with int32 tables (as vLLM keeps them) on the kernel's device.
 
-    Each sequence gets ceil(T / S) distinct blocks drawn from a shuffled pool with spare
-    blocks nobody owns; table entries past a sequence's last block are ``pad_value``.
+    Physical ids are shuffled, spare blocks belong to nobody, every unowned slot holds NaN, and
+    table entries past a sequence's last block are ``pad_value``.
     """
-    gen = torch.Generator().manual_seed(seed)
-    need = [math.ceil(t / block_size) for t in lens]
-    num_blocks = sum(need) + spare_blocks
-    max_blocks = max(need) + 1
-    pool = torch.randperm(num_blocks, generator=gen).tolist()
-    table = torch.full((len(lens), max_blocks), pad_value, dtype=torch.int32)
-    for b, n in enumerate(need):
-        table[b, :n] = torch.tensor([pool.pop() for _ in range(n)], dtype=torch.int32)
-    shape = (num_blocks, block_size, num_kv_heads, head_dim)
-    q = torch.randn(len(lens), num_kv_heads * group, head_dim, generator=gen)
-    k = torch.randn(shape, generator=gen)
-    v = torch.randn(shape, generator=gen)
-    return (q.to(device, dtype), k.to(device, dtype), v.to(device, dtype),
-            table.to(device), torch.tensor(lens, dtype=torch.int64, device=device))
+    return random_paged_batch(lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,
+                              head_dim=head_dim, dtype=dtype, device=device, spare_blocks=spare_blocks,
+                              table_dtype=torch.int32, pad=pad_value, seed=seed)
+
+
+def make_case(**kwargs):
+    """:func:`make_batch` as the kernel's arguments ``(q, k_cache, v_cache, block_tables, seq_lens)``."""
+    return make_batch(**kwargs).args()
 
 
 # Block size 4: T mod S = 1, 0, 3 (S-1), a single-token sequence, and a longer one.
@@ -213,19 +204,23 @@ def test_bad_scale_is_rejected(tri, scale):
 
 def test_only_the_slots_a_sequence_owns_are_read(tri):
     """Table entries past ceil(T / S) may hold anything, and cache slots that no sequence owns
-    (spare blocks, the tail of a last block) may hold NaN: the result stays exact and finite."""
-    q, k, v, table, lens = make_case(lens=BOUNDARY_LENS, block_size=4, num_kv_heads=1, group=2, head_dim=8,
-                                     dtype=torch.float32, device=_device(tri), pad_value=10**6)
-    owned = torch.zeros(k.shape[:2], dtype=torch.bool, device=k.device)   # [num_blocks, S]
-    for b, tokens in enumerate(lens.tolist()):
-        for pos in range(tokens):
-            owned[table[b, pos // 4], pos % 4] = True
-    assert not owned.all()
-    k[~owned] = float("nan")
-    v[~owned] = float("nan")
-    out = tri.paged_decode_triton(q, k, v, table, lens)
+    (spare blocks, the tail of a last block) hold NaN: the result stays exact and finite."""
+    batch = make_batch(lens=BOUNDARY_LENS, block_size=4, num_kv_heads=1, group=2, head_dim=8,
+                       dtype=torch.float32, device=_device(tri), pad_value=10**6)
+    owned = batch.owned_slots().to(batch.k_cache.device)
+    assert not owned.all() and torch.isnan(batch.k_cache[~owned]).all() and torch.isnan(batch.v_cache[~owned]).all()
+    out = tri.paged_decode_triton(*batch.args())
     assert torch.isfinite(out).all()
-    assert_matches_reference(out, (q, k, v, table, lens))
+    assert_matches_reference(out, batch.args())
+
+
+def test_each_sequence_reads_exactly_the_slots_it_owns(tri):
+    """By experiment (PagedBatch.slots_read): change one slot at a time, see whose output moves."""
+    batch = make_batch(lens=[1, 5, 4], block_size=4, num_kv_heads=1, group=2, head_dim=8,
+                       dtype=torch.float32, device=_device(tri), spare_blocks=1)
+    read = batch.slots_read(tri.paged_decode_triton)
+    expected = batch.slot_owner()[None] == torch.arange(3)[:, None, None]
+    assert torch.equal(read, expected), batch.draw(read)
 
 
 def _run_python(code: str, env: dict) -> subprocess.CompletedProcess:

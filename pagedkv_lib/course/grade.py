@@ -173,6 +173,22 @@ def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_
     return status
 
 
+GRADER_RETRIES = 2
+"""Extra tries for a student whose run failed with no sign of the student's own doing (e.g. a kernel that
+died before replying to ``kernel_info``: parallel kernels can race for the same ports)."""
+
+
+def grade_one_retrying(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float) -> Status:
+    """:func:`grade_one`, run again up to :data:`GRADER_RETRIES` times while it reports only a grader error."""
+    for attempt in range(GRADER_RETRIES + 1):
+        status = grade_one(root, assignment, student, timeout_s, budget_s)
+        if status.problems != ["grader error"]:
+            break
+    if attempt:
+        status.details.append(f"graded on try {attempt + 1} after a grader error")
+    return status
+
+
 def zero_grades(root: Path, assignment: str, student: str) -> None:
     """Give ``student`` 0 on every graded cell of ``assignment`` (what nbgrader does for a missing notebook)."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -197,7 +213,7 @@ def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s:
     from tqdm import tqdm
     lock, done = threading.Lock(), []
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(grade_one, root, a, s, timeout_s, budget_s) for a, s in jobs]
+        futures = [pool.submit(grade_one_retrying, root, a, s, timeout_s, budget_s) for a, s in jobs]
         for fut in tqdm(as_completed(futures), total=len(futures), desc="autograde", unit="notebook",
                         disable=not progress, file=sys.stderr):
             status = fut.result()

@@ -1,0 +1,53 @@
+"""The Code lesson's online-softmax table agrees with attention and with the online update rule."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from pagedkv_lib import attention as A
+from pagedkv_lib.code_lesson import online_softmax_states
+
+
+def _head(T, D, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(D, generator=gen), torch.randn(T, D, generator=gen),
+            torch.randn(T, D, generator=gen))
+
+
+@settings(max_examples=40, deadline=None)
+@given(T=st.integers(1, 40), S=st.integers(1, 9), seed=st.integers(0, 10**6))
+def test_acc_over_l_after_each_block_is_attention_over_the_tokens_so_far(T, S, seed):
+    q, k, v = _head(T, 8, seed)
+    states = online_softmax_states(q, k, v, S, 0.35)
+    assert [s["tokens"] for s in states] == [min(T, (j + 1) * S) for j in range(len(states))]
+    assert states[-1]["tokens"] == T and len(states) == math.ceil(T / S)
+    for s in states:
+        n = s["tokens"]
+        want = A.dense_attention(q[None, None], k[:n, None], v[:n, None], causal=False,
+                                 scale=0.35)[0, 0]
+        torch.testing.assert_close(s["acc"] / s["l"], want, atol=1e-5, rtol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(T=st.integers(2, 40), S=st.integers(1, 9), seed=st.integers(0, 10**6))
+def test_states_follow_the_online_update_rule(T, S, seed):
+    """m never falls; l and acc of block j are block j-1's, rescaled by exp(m_old - m), plus block j's."""
+    q, k, v = _head(T, 8, seed)
+    scores = 0.5 * (k @ q)
+    states = online_softmax_states(q, k, v, S, 0.5)
+    for old, new in zip(states, states[1:]):
+        assert new["m"] >= old["m"]
+        w = torch.exp(scores[old["tokens"]:new["tokens"]] - new["m"])
+        rescale = math.exp(old["m"] - new["m"])
+        assert new["l"] == pytest.approx(old["l"] * rescale + float(w.sum()), rel=1e-5)
+        torch.testing.assert_close(new["acc"], old["acc"] * rescale + w @ v[old["tokens"]:new["tokens"]],
+                                   atol=1e-5, rtol=1e-5)
+
+
+def test_bad_shapes_and_block_size_are_refused_by_name():
+    q, k, v = _head(5, 4, 0)
+    with pytest.raises(ValueError, match=r"q \(4,\).*k \(5, 4\).*v \(5, 3\)"):
+        online_softmax_states(q, k, v[:, :3], 2, 1.0)
+    with pytest.raises(ValueError, match="block_size"):
+        online_softmax_states(q, k, v, 0, 1.0)

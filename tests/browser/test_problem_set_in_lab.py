@@ -67,7 +67,7 @@ def test_a_rounded_down_blocks_needed_is_named_in_one_or_two_lines(lab, page, pa
     message = text[text.rindex("AssertionError"):].strip()
     assert "Rounding down" in message, text
     assert len(message.splitlines()) <= 2, message
-    assert "checks.py" not in text, "the traceback goes into the course's checking code"
+    assert "in check_value(" not in text, "the traceback walks through the course's checking code"
 
 
 def test_learners_do_not_get_the_instructor_tools(lab, page):

@@ -9,11 +9,16 @@ ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 # nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
 RUN    := PATH="$(BIN):$$PATH"
 
-.PHONY: setup lab instructor test test-fast exercises collect autograde feedback export report clean-grading colab
+.PHONY: setup lab instructor test test-colab test-fast exercises collect autograde feedback export report clean-grading colab
+
+# Which torch (README, "On your own machine"): auto reuses a torch >= 2.4 that $(PYTHON) already has
+# (conda, Colab), else the index's; TORCH=cpu takes PyTorch's CPU-only wheels; TORCH=reuse, TORCH=pypi.
+TORCH  ?= auto
+CHOICE := $(PYTHON) tools/torch_choice.py $(TORCH)
 
 $(STAMP): pyproject.toml constraints.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[course,dev,triton,fast]'
+	@test -x $(BIN)/python || { args=$$($(CHOICE) venv) && $(PYTHON) -m venv $$args $(VENV); }
+	args=$$($(CHOICE) pip) && $(BIN)/python -m pip install -q --disable-pip-version-check $$args -e '.[course,dev,triton,fast,browser]'
 	@# JupyterLab: no "get notified about Jupyter news?" pop-up over the lessons
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	@echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}' > $(VENV)/share/jupyter/lab/settings/overrides.json
@@ -37,6 +42,16 @@ instructor: $(STAMP)  ## serve the course to the instructor, with nbgrader's for
 
 test: $(STAMP)  ## the whole suite: library, properties, notebooks, nbgrader pipeline
 	$(RUN) python -m pytest -n 2 --dist loadgroup
+
+# Colab's widget stack: a separate venv with ipywidgets 7.7.1 (Colab ships it); the widget and lab tests,
+# the Colab setup cell, and every lesson with its gates committed from Python, all under 7.7.1.
+COLAB_VENV := .venv-colab
+test-colab:  ## the widget tests and all lessons under ipywidgets 7.7.1 (Colab's), in .venv-colab
+	@test -x $(COLAB_VENV)/bin/python || $(PYTHON) -m venv $(COLAB_VENV)
+	$(COLAB_VENV)/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]' 'ipywidgets==7.7.1'
+	$(COLAB_VENV)/bin/python -c "import ipywidgets; assert ipywidgets.__version__ == '7.7.1', ipywidgets.__version__"
+	PATH="$(CURDIR)/$(COLAB_VENV)/bin:$$PATH" $(COLAB_VENV)/bin/python -m pytest -n 2 -p no:cacheprovider \
+		tests/test_widgets.py tests/test_lab.py tests/test_colab.py tests/test_lessons_gated.py
 
 test-fast: $(STAMP)  ## library tests only (skips notebook execution and the nbgrader pipeline)
 	$(RUN) python -m pytest -m "not slow"

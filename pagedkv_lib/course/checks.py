@@ -38,6 +38,7 @@ def check_value(name: str, got: Any, expected: Any, *, rel_tol: float = 1e-9, ab
     ``misconceptions`` (pairs of wrong value and explanation), it says which mistake that value
     points to; otherwise it gives ``hint``.
     """
+    __tracebackhide__ = True  # IPython and pytest leave this frame out: the learner sees the message
     if got is None:
         raise CheckFailed(f"{name} is still None: write your answer in the cell above and run it.")
     got = plain(got)
@@ -56,6 +57,7 @@ def check_known_mistakes(name: str, got: Any, misconceptions: Iterable[tuple[Any
 
     Visible test cells use it to explain common mistakes while the exact check stays hidden.
     """
+    __tracebackhide__ = True
     got = plain(got)
     for wrong, why in misconceptions:
         if got is not None and _same(got, wrong, rel_tol, abs_tol):

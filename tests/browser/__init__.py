@@ -1,0 +1,1 @@
+"""Browser tests: the course opened in JupyterLab (and the classic notebook) in headless chromium."""

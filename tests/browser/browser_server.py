@@ -1,0 +1,139 @@
+"""Serving the course for the browser tests: the way a learner (or the instructor) gets it, and a real browser to open it.
+
+``make lab`` runs from a clean copy of the repository (tracked files plus untracked ones git does not
+ignore), on a free loopback port, with a fresh token. The server is stopped by its own process id
+when the session ends, pass or fail. The browser is Debian's chromium driven by Playwright; nothing
+here downloads a browser. Without chromium or Playwright the tests skip and say how to enable them;
+with ``CI`` set they fail instead, so CI can never pass without having looked.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+CHROMIUM = os.environ.get("PAGEDKV_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = REPO / "artifacts" / "browser"
+WINDOW = {"width": 1280, "height": 800}
+ENABLE = ("install Debian's chromium (`sudo apt-get install chromium`) and Playwright for Python "
+          "(`make setup` installs it with the `browser` extra); never `playwright install`")
+
+
+def _missing() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright for Python is not installed"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"no chromium at {CHROMIUM}"
+    return None
+
+
+def require_browser() -> None:
+    """Skip (locally) or fail (with ``CI`` set) when the browser tests cannot run here."""
+    why = _missing()
+    if why is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but the browser tests cannot run: {why}; {ENABLE}", pytrace=False)
+    pytest.skip(f"browser tests: {why}; to enable them, {ENABLE} (with CI set, this skip is a failure)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_copy(dest: Path) -> Path:
+    """Copy what a fresh clone plus uncommitted work holds: no outputs, venv, gradebook or caches."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=REPO, check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+@dataclass
+class Server:
+    """A running ``make lab`` or ``make instructor``: where it listens and how to reach it."""
+    root: Path
+    port: int
+    token: str
+    proc: subprocess.Popen
+    log: Path
+
+    def url(self, path: str) -> str:
+        sep = "&" if "?" in path else "?"
+        return f"http://127.0.0.1:{self.port}/{path.lstrip('/')}{sep}token={self.token}"
+
+    def api(self, path: str, method: str = "GET"):
+        req = urllib.request.Request(self.url(path), method=method)
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+
+def start(target: str, root: Path, log: Path, timeout: float = 120) -> Server:
+    """Run ``make <target>`` in ``root`` with the repository's .venv, until its API answers."""
+    venv = root / ".venv"
+    if not venv.exists():
+        venv.symlink_to(REPO / ".venv")
+    # -o: the venv is set up already (a fresh copy's newer pyproject.toml must not reinstall it)
+    return launch(lambda port: ["make", "-o", ".venv/.installed", target, f"PORT={port}"], root, log, timeout)
+
+
+def launch(command, root: Path, log: Path, timeout: float = 120) -> Server:
+    """Run ``command(port)`` in ``root`` with a fresh token, in a session of its own, until it answers."""
+    port, token = free_port(), secrets.token_hex(16)
+    # the user's own Jupyter settings and saved workspaces (open tabs) stay out of it
+    env = dict(os.environ, JUPYTER_TOKEN=token, JUPYTER_RUNTIME_DIR=str(root / ".jupyter-runtime"),
+               JUPYTER_CONFIG_DIR=str(root / ".jupyter-user"), JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"))
+    with open(log, "w") as out:
+        proc = subprocess.Popen(command(port), cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    server = Server(root, port, token, proc, log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{command(port)} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            server.api("api/status")
+            return server
+        except OSError:
+            time.sleep(0.5)
+    stop(server)
+    raise RuntimeError(f"{command(port)} did not answer on port {port} within {timeout:.0f} s:\n"
+                       f"{log.read_text()[-3000:]}")
+
+
+def stop(server: Server) -> None:
+    """Shut the kernels down through the API, then stop make and its server by make's own pid."""
+    try:
+        for kernel in server.api("api/kernels"):
+            server.api(f"api/kernels/{kernel['id']}", method="DELETE")
+    except OSError:
+        pass
+    if server.proc.poll() is None:
+        os.killpg(server.proc.pid, signal.SIGTERM)   # the group make leads (start_new_session)
+        try:
+            server.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.proc.pid, signal.SIGKILL)
+            server.proc.wait(timeout=10)

@@ -1,0 +1,63 @@
+"""Fixtures of the browser tests: ``make lab``, ``make instructor``, chromium, and a 1280 x 800 tab.
+
+Servers are started and stopped by :mod:`browser_server`; see it for how and why.
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from .browser_server import ARTIFACTS, CHROMIUM, WINDOW, clean_copy, require_browser, start, stop
+
+
+def _serve(target, tmp_path_factory):
+    require_browser()
+    root = clean_copy(tmp_path_factory.mktemp(f"course-{target}"))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    server = start(target, root, ARTIFACTS / f"make-{target}.log")
+    try:
+        yield server
+    finally:
+        stop(server)
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """``make lab`` (the learner's server) on a clean copy of the repository."""
+    yield from _serve("lab", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def instructor(tmp_path_factory):
+    """``make instructor`` (formgrader on) on its own clean copy."""
+    yield from _serve("instructor", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    require_browser()
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    """A fresh 1280 x 800 tab; its screenshots go to artifacts/browser/<test name>/."""
+    context = browser.new_context(viewport=WINDOW)
+    tab = context.new_page()
+    tab.set_default_timeout(60_000)
+    tab.shots = ARTIFACTS / request.node.name.replace("[", "-").replace("]", "")
+    shutil.rmtree(tab.shots, ignore_errors=True)
+    tab.shots.mkdir(parents=True)
+    try:
+        yield tab
+    finally:
+        tab.screenshot(path=str(tab.shots / "zz-last.png"))   # what the page showed at the end, pass or fail
+        context.close()

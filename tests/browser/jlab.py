@@ -1,0 +1,137 @@
+"""What a learner does in JupyterLab 4, as Playwright steps, and what the tests read off the page."""
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# In the page: is every <img> of an output area decoded, not blank (pixels vary) and not clipped?
+IMAGES_JS = """(root) => [...root.querySelectorAll('.jp-OutputArea-output img')].map((img) => {
+  const c = document.createElement('canvas');
+  const w = Math.min(img.naturalWidth, 400), h = Math.min(img.naturalHeight, 400);
+  c.width = w; c.height = h;
+  let distinct = 0;
+  if (w && h) {
+    const g = c.getContext('2d');
+    g.drawImage(img, 0, 0, w, h);
+    const d = g.getImageData(0, 0, w, h).data, seen = new Set();
+    for (let i = 0; i < d.length && seen.size < 20; i += 4 * 7) seen.add(d[i] << 16 | d[i+1] << 8 | d[i+2]);
+    distinct = seen.size;
+  }
+  const box = img.getBoundingClientRect(), area = img.closest('.jp-OutputArea-output').getBoundingClientRect();
+  return {width: img.naturalWidth, height: img.naturalHeight, distinct,
+          shown: box.width, clipped: box.right > area.right + 1 || box.width < 0.5 * Math.min(img.naturalWidth, area.width)};
+})"""
+
+# Code cells whose longest line is wider than the editor shows (CodeMirror does not wrap by default).
+CUT_LINES_JS = """(root) => [...root.querySelectorAll('.jp-CodeCell:not(.jp-mod-collapsed) .cm-scroller')]
+  .filter((s) => s.offsetParent !== null && s.scrollWidth > s.clientWidth + 2)
+  .map((s) => s.querySelector('.cm-content').innerText.split('\\n')[0].slice(0, 70))"""
+
+
+def open_notebook(page, server, path: str):
+    """Open ``path`` in JupyterLab and wait for its kernel to be idle."""
+    for session in server.api("api/sessions"):   # a fresh kernel: nothing left from an earlier test
+        server.api(f"api/sessions/{session['id']}", method="DELETE")
+    # a workspace of its own: no tabs left open by an earlier test, no restored layout
+    page.goto(server.url(f"lab/workspaces/t{uuid.uuid4().hex[:12]}/tree/{path}"))
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    wait_idle(page)
+    return page.locator(".jp-NotebookPanel:visible .jp-Notebook")
+
+
+def kernel_status(page) -> str:
+    return page.locator(".jp-NotebookPanel:visible .jp-Notebook-ExecutionIndicator").first.get_attribute(
+        "data-status") or ""
+
+
+def wait_idle(page, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while kernel_status(page) != "idle":
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the kernel is still {kernel_status(page)!r} after {timeout:.0f} s")
+        page.wait_for_timeout(250)
+
+
+def accept_dialog(page) -> str:
+    """Accept a dialog if one is open (JupyterLab sometimes asks which kernel); return its title."""
+    dialog = page.locator(".jp-Dialog")
+    if not dialog.count():
+        return ""
+    title = dialog.locator(".jp-Dialog-header").inner_text()
+    dialog.locator(".jp-mod-accept").click()
+    return title
+
+
+def menu(page, top: str, item: str, tries: int = 20) -> None:
+    """Click ``top`` > ``item`` in the menu bar, accepting a dialog that pops up in between."""
+    for _ in range(tries):
+        accept_dialog(page)
+        try:
+            page.locator(f".lm-MenuBar-itemLabel:text-is('{top}')").click(timeout=3000)
+            page.locator(f".lm-Menu-itemLabel:text-is('{item}')").click(timeout=3000)
+            return
+        except Exception as err:  # playwright's TimeoutError: a dialog was in the way
+            last = err
+    raise AssertionError(f"could not reach {top} > {item}: {last}")
+
+
+def expect(locator):
+    from playwright.sync_api import expect as _expect   # here: collecting must not need Playwright
+    return _expect(locator)
+
+
+def prompts(notebook) -> list[str]:
+    """Input prompts of the code cells ("[3]:", "[*]:", "[ ]:"); a cell whose source is hidden has none."""
+    return [t.strip() for t in notebook.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()]
+
+
+def run_all(page, notebook, timeout: float = 240) -> None:
+    """Run > Run All Cells, and wait until every code cell has run and the kernel is idle.
+
+    Under load JupyterLab sometimes runs only part of the notebook (a click before the kernel is
+    connected); when the kernel has been idle for 10 s with cells still unrun, Run All again (twice at most).
+    """
+    menu(page, "Run", "Run All Cells")
+    deadline, retries, idle_since = time.monotonic() + timeout, 2, None
+    while True:
+        left = [p for p in prompts(notebook) if "*" in p or p == "[ ]:"]
+        idle = kernel_status(page) == "idle"
+        if not left and idle:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Run All did not finish in {timeout:.0f} s: prompts {prompts(notebook)}")
+        idle_since = (idle_since or time.monotonic()) if idle and not any("*" in p for p in left) else None
+        if idle_since and time.monotonic() - idle_since > 10 and retries:
+            retries, idle_since = retries - 1, None
+            menu(page, "Run", "Run All Cells")
+        page.wait_for_timeout(500)
+
+
+def scroller(page):
+    return page.locator(".jp-NotebookPanel:visible .jp-WindowedPanel-outer").first
+
+
+def screenshots(page, name: str, step: int = 650) -> list:
+    """Screenshots of the whole notebook, one window height at a time, from the top."""
+    outer = scroller(page)
+    outer.evaluate("(e) => e.scrollTo(0, 0)")
+    paths, top = [], 0
+    while True:
+        page.wait_for_timeout(150)
+        path = page.shots / f"{name}-{len(paths):02d}.png"
+        page.screenshot(path=str(path))
+        paths.append(path)
+        top += step
+        if top >= outer.evaluate("(e) => e.scrollHeight - e.clientHeight") + step:
+            break
+        outer.evaluate(f"(e) => e.scrollTo(0, {top})")
+    return paths
+
+
+def error_outputs(notebook) -> list[str]:
+    """Text of every error output (a traceback) in the notebook."""
+    return notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error'],"
+                            ".jp-OutputArea-output.jp-mod-error").all_inner_texts()

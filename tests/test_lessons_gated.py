@@ -1,0 +1,69 @@
+"""Every lesson runs top to bottom with each of its predictions committed from Python as it appears.
+
+After every code cell a probe cell commits each gate that is armed and not yet committed, with a
+choice or number that is wrong where one exists, so the wrong-answer reveal is exercised too. It then
+checks what a learner would see: the reveal shown once, a second commit refused. ``make test-colab``
+runs this file under ipywidgets 7.7.1 (Colab's version) as well as the main suite does under 8.x.
+"""
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from conftest import REPO
+
+LESSONS = sorted((REPO / "notebooks").glob("*.ipynb"))
+
+PROBE = '''\
+from pagedkv_lib import widgets as _W
+_done = []
+for _g in list(_W._GATES.values()):
+    if _g.committed:
+        continue
+    _view = _g.widget                      # the widgets a learner clicks
+    if _g.choices is not None:
+        _wrong = [c for c in _g.choices if not (c in _g.answer if _g._tied else c == _g.answer)]
+        _view.input.value = str((_wrong or _g.choices)[0])
+    else:
+        _view.input.value = str(_g.answer * 3 + 1)
+    _view._on_commit()                     # what the Commit button's click runs
+    assert _g.committed and _g.revealed, _g.id
+    shown = len(_view.output.outputs)
+    assert shown >= 1 and _g.verdict().startswith("You predicted"), _g.id
+    _view._on_commit()                     # a second commit is refused
+    assert len(_view.output.outputs) == shown and "final" in _view.message.value, _g.id
+    try:
+        _W.commit(_g.id, _view.input.value)
+        raise AssertionError(f"{_g.id}: a second commit from code was accepted")
+    except ValueError:
+        pass
+    _done.append(_g.id)
+import json as _json
+print("COMMITTED", _json.dumps(_done))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_lesson_runs_with_every_gate_committed(path: Path, monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(path, as_version=4)
+    cells = []
+    for cell in nb.cells:
+        cells.append(cell)
+        if cell.cell_type == "code":
+            cells.append(nbformat.v4.new_code_cell(PROBE))
+    nb.cells = cells
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors[0].get("evalue") if errors else ""
+    printed = "".join(o["text"] for c in nb.cells if c.source == PROBE for o in c.outputs
+                      if o.get("name") == "stdout")   # a cell's stdout may arrive in several pieces
+    committed = [g for line in printed.splitlines() if line.startswith("COMMITTED ")
+                 for g in json.loads(line.split(" ", 1)[1])]
+    gates = sum(c.source.count(call) for c in nb.cells if c.source != PROBE
+                for call in ("W.predict(", "AllocationLab(", "SimulatorLab("))
+    assert gates >= 1 and len(committed) >= gates, (committed, gates)

@@ -48,7 +48,8 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 c.CapOutput.max_bytes = 20_000
-# A deleted test cell is put back from the gradebook and run, so deleting a test gains nothing.
+# A deleted test cell is put back from the gradebook and run, so deleting a test gains nothing
+# (QuietOverwriteCells places it after the nearest earlier cell the submission still has).
 c.QuietOverwriteCells.add_missing_cells = True
 
 # Feedback goes to learners: drop hidden test source, cut tracebacks (which quote hidden test lines)

@@ -1,7 +1,8 @@
 """How long autograding takes: one student's four problem sets, and a synthetic class.
 
-The course ships one problem set (ps2_math), so "four sets" are four copies of it under other names, each
-its own nbgrader assignment. The class mixes perfect, untouched and half-right notebooks. Both are graded
+"Four sets" are the course's four problem sets (ps1_intuition, ps2_math, ps3_code, ps4_demo), each
+answered with its solutions, as one student hands them in. The class of 30 hands in ps2_math, mixing
+perfect, untouched and half-right notebooks. Both are graded
 serially (1 worker) and in parallel (one worker per core), interleaved, in one process, on a scratch copy
 of the course. Also measured: the fixed costs inside one worker (starting nbgrader, executing the
 notebook alone with nbclient).
@@ -14,6 +15,7 @@ assignment); "warm" runs regrade with the gradebook and grading-cache/ in place.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import shutil
@@ -31,17 +33,26 @@ from classroom import WRONG, answered, solutions_by_cell  # noqa: E402
 from pagedkv_lib import course  # noqa: E402
 from pagedkv_lib.course.grade import nbgrader_env  # noqa: E402
 
-NAME = "ps2_math"
+NAME = "ps2_math"  # the set the synthetic class hands in
 
 
 def _course(dst: Path, sets: list[str]) -> Path:
     dst.mkdir(parents=True)
     shutil.copy(REPO / "nbgrader_config.py", dst)
     for s in sets:
-        (dst / "solutions" / s).mkdir(parents=True)
-        shutil.copy(REPO / "solutions" / NAME / f"{NAME}.ipynb", dst / "solutions" / s / f"{s}.ipynb")
+        shutil.copytree(REPO / "solutions" / s, dst / "solutions" / s)
     course.generate(dst, sets)
     return dst
+
+
+def _load(folder: str, name: str) -> dict:
+    return json.loads((REPO / folder / name / f"{name}.ipynb").read_text(encoding="utf-8"))
+
+
+def _scores(root: Path) -> dict:
+    """{(student, assignment): raw score} from the grades.csv autograde wrote."""
+    with (root / "grades.csv").open(encoding="utf-8") as f:
+        return {(r["student_id"], r["assignment"]): float(r["raw_score"]) for r in csv.DictReader(f)}
 
 
 def _submit(root: Path, student: str, assignment: str, nb: dict) -> None:
@@ -82,24 +93,23 @@ def main() -> None:
     ap.add_argument("--timeout", type=int, default=30, help="per-cell timeout (s)")
     args = ap.parse_args()
     cores = os.cpu_count() or 1
-    release = json.loads((REPO / "exercises" / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8"))
-    solution = json.loads((REPO / "solutions" / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8"))
-    good = solutions_by_cell(solution)
     with tempfile.TemporaryDirectory() as scratch:
-        sets = [f"ps{i}_bench" for i in range(1, 5)]
+        sets = course.assignments(REPO)
         four = _course(Path(scratch) / "four", sets)
         for s in sets:
-            nb = json.loads(json.dumps(answered(release, good)).replace(NAME, s))
-            _submit(four, "alice", s, nb)
-        print("fixed costs in one worker:", _fixed_costs(four, sets[0]))
-        print(f"one student, four sets, cold (releases generated), {cores} workers: "
+            _submit(four, "alice", s, answered(_load("exercises", s), solutions_by_cell(_load("solutions", s))))
+        print(f"sets: {', '.join(sets)}")
+        print("fixed costs in one worker:", _fixed_costs(four, NAME))
+        print(f"one student, {len(sets)} sets, cold (releases generated), {cores} workers: "
               f"{_grade(four, cores, args.timeout, cold=True)[0]:.1f} s")
+        print("raw scores (auto-graded points):", {a: v for (_, a), v in sorted(_scores(four).items())})
         runs = {1: [], cores: []}
         for _ in range(args.repeats):
             for w in runs:
                 runs[w].append(_grade(four, w, args.timeout)[0])
         for w, xs in runs.items():
-            print(f"one student, four sets, warm, {w} worker(s): {_summary(xs)}")
+            print(f"one student, {len(sets)} sets, warm, {w} worker(s): {_summary(xs)}")
+        release, good = _load("exercises", NAME), solutions_by_cell(_load("solutions", NAME))
         klass = _course(Path(scratch) / "class", [NAME])
         kinds = [answered(release, good), release, answered(release, {**good, **WRONG})]
         for i in range(args.class_size):

@@ -71,9 +71,26 @@ class QuietOverwriteCells(OverwriteCells):
         return cell, resources
 
     def add_missing_grade_cells(self, nb, resources):
-        have = {_grade_id(c) for c in nb.cells}
-        nb, resources = super().add_missing_grade_cells(nb, resources)
-        restored = [g for g in (_grade_id(c) for c in nb.cells) if g and g not in have]
+        """Put every graded cell the submission lacks back, after the nearest earlier source cell it has.
+
+        nbgrader's own version looks the previous source cell up among the submission's answer and
+        graded cells only, so a deleted cell that follows a locked markdown cell (or another deleted
+        cell) raises KeyError and the whole notebook scores 0. Here any cell with a ``grade_id`` can be
+        the anchor; with none before it the cell goes first. Source order is the gradebook's.
+        """
+        source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        order = [cell.name for cell in source_nb.source_cells]
+        by_name = {cell.name: cell for cell in source_nb.source_cells}
+        graded = {cell.name: cell for cell in source_nb.grade_cells}
+        answers = {cell.name for cell in source_nb.solution_cells}
+        have = {_grade_id(c) for c in nb.cells} - {None}
+        restored = [name for name in order if name in graded and name not in have]
+        for name in restored:
+            present = {_grade_id(c): i for i, c in enumerate(nb.cells) if _grade_id(c)}
+            before = [present[n] for n in reversed(order[:order.index(name)]) if n in present]
+            cell = self.missing_cell_transform(by_name[name], graded[name].max_score, is_solution=name in answers)
+            nb.cells.insert(before[0] + 1 if before else 0, cell)
+            self.log.warning("Graded cell %s was missing; it is put back from the gradebook", name)
         if restored:
             record("cells_missing", cells=restored)
         return nb, resources

@@ -46,6 +46,9 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
+    # after grading: autograded/ holds no hidden-test source, not even quoted in a traceback
+    "pagedkv_lib.course.nbhooks.ClearHiddenTestSource",
+    "pagedkv_lib.course.feedback_html.ConciseErrors",
 ]
 c.CapOutput.max_bytes = 20_000
 # A deleted test cell is put back from the gradebook and run, so deleting a test gains nothing
@@ -56,7 +59,7 @@ c.QuietOverwriteCells.add_missing_cells = True
 # down to the message check_value wrote for them, and show math as text (no MathJax from a CDN).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "nbgrader.preprocessors.ClearHiddenTests",
+    "pagedkv_lib.course.nbhooks.ClearHiddenTestSource",
     "pagedkv_lib.course.feedback_html.ConciseErrors",
     "pagedkv_lib.course.feedback_html.PlainMath",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",

@@ -186,3 +186,18 @@ class RequirePassMarker(Preprocessor):
             cell.outputs = list(outs) + [_error("GradingError", "this test did not run to its end "
                                                 "(an earlier cell hid its errors): it scores 0")]
         return cell, resources
+
+
+class ClearHiddenTestSource(ClearHiddenTests):
+    """nbgrader's ClearHiddenTests, applied to test cells only, so autograded notebooks and feedback hold
+    no hidden-test source.
+
+    A learner's own cell that merely mentions the delimiters (``# BEGIN HIDDEN TESTS`` in an answer) is
+    left alone instead of stopping the run; a test cell's source is the released one, restored from the
+    gradebook before it ran, so its hidden region is well formed.
+    """
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if _is_test(cell):
+            self._remove_hidden_test_region(cell)
+        return cell, resources

@@ -34,9 +34,16 @@ def validate(page) -> str:
     return text
 
 
-@pytest.mark.xfail(strict=True, reason="nbgrader's Validate dialog prints each failing cell's source and "
-                   "its full traceback; the course's short-message hook covers feedback, not Validate")
-@pytest.mark.parametrize("path", PSETS, ids=lambda p: p.split("/")[1])
+# A known defect, kept as a strict xfail so it is noticed when fixed: where an untouched answer is a
+# function stub, its NotImplementedError reaches Validate as a full traceback from inside the learner's
+# function (value answers fail with the checks' one-line message).
+_TRACEBACK_IN_VALIDATE = pytest.mark.xfail(strict=True, reason="Validate shows the traceback of a stub's "
+                                           "NotImplementedError raised inside the learner's function")
+VALIDATE_CASES = [pytest.param(p, marks=_TRACEBACK_IN_VALIDATE) if ("ps2_math" in p or "ps3_code" in p) else p
+                  for p in PSETS]
+
+
+@pytest.mark.parametrize("path", VALIDATE_CASES, ids=lambda p: p.split("/")[1])
 def test_validate_on_the_untouched_set_gives_short_messages(lab, page, path):
     open_notebook(page, lab, path)
     page.screenshot(path=str(page.shots / "00-opened.png"))
@@ -48,7 +55,7 @@ def test_validate_on_the_untouched_set_gives_short_messages(lab, page, path):
 @pytest.mark.parametrize("path", [p for p in PSETS if "ps2_math" in p], ids=lambda p: p.split("/")[1])
 def test_a_rounded_down_blocks_needed_is_named_in_one_or_two_lines(lab, page, path):
     notebook = open_notebook(page, lab, path)
-    run_cell(page, notebook.locator(".jp-CodeCell:has-text('from pagedkv_lib.course import check_known_mistakes')"))
+    run_cell(page, notebook.locator(".jp-CodeCell:has-text('from pagedkv_lib.course import testcell  #')"))
     answer = notebook.locator(".jp-CodeCell:has-text('def blocks_needed(num_tokens, block_size)')").first
     answer.scroll_into_view_if_needed()
     answer.locator(".cm-content").click()
@@ -58,16 +65,15 @@ def test_a_rounded_down_blocks_needed_is_named_in_one_or_two_lines(lab, page, pa
     wait_idle(page)
     page.keyboard.press("Shift+Enter")        # run the test cell
     wait_idle(page)
-    tests = notebook.locator(".jp-CodeCell:has-text('_testcell.begin(\"q2_tests\")')").first
+    tests = notebook.locator(".jp-CodeCell:has-text('begin_checks(\"q2_tests\")')").first
     error = tests.locator(".jp-OutputArea-output").last
     error.wait_for()
     tests.scroll_into_view_if_needed()
     page.screenshot(path=str(page.shots / "01-wrong-answer.png"))
-    text = error.inner_text()
-    message = text[text.rindex("AssertionError"):].strip()
-    assert "Rounding down" in message, text
+    message = error.inner_text().strip()
+    assert "Rounding down" in message, message
     assert len(message.splitlines()) <= 2, message
-    assert "in check_value(" not in text, "the traceback walks through the course's checking code"
+    assert "in check_value(" not in message, "the traceback walks through the course's checking code"
 
 
 def test_learners_do_not_get_the_instructor_tools(lab, page):

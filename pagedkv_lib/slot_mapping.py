@@ -46,7 +46,8 @@ def slot_mapping_batch(block_tables, positions, block_size: int) -> np.ndarray:
         raise ValueError(f"positions must be >= 0 (or -1 for padding), got {pos.min()}")
     pos2 = pos[:, None] if pos.ndim == 1 else pos
     pad = pos2 < 0
-    idx = np.where(pad, 0, pos2) // S
+    safe = np.where(pad, 0, pos2)  # padding reads position 0; its slot is set to -1 below
+    idx = safe // S
     if not pad.all() and idx[~pad].max() >= tables.shape[1]:
         raise ValueError(f"a position needs logical block {idx[~pad].max()}, but block_tables have only "
                          f"{tables.shape[1]} columns")
@@ -55,5 +56,5 @@ def slot_mapping_batch(block_tables, positions, block_size: int) -> np.ndarray:
     blocks = np.take_along_axis(tables, idx, axis=1)
     if np.any(blocks[~pad] < 0):
         raise ValueError("a position maps to a padding entry of block_tables (a negative block id)")
-    slots = np.where(pad, -1, blocks * S + np.where(pad, 0, pos2) % S)
+    slots = np.where(pad, -1, blocks * S + safe % S)
     return slots.reshape(pos.shape)

@@ -67,7 +67,33 @@ def run_token_by_token(memory, arrival_step: np.ndarray, seqs_per_request: int, 
     return series
 
 
-class PagedByToken:
+class _ByToken:
+    """What both token-by-token memories share: ``running`` maps each request to its unfinished
+    sequences (``{index: name}``, in admission order); subclasses say when a sequence is finished
+    and how to free it."""
+
+    running: dict[int, dict[int, str]]
+
+    @property
+    def seqs_running(self) -> int:
+        return sum(len(seqs) for seqs in self.running.values())
+
+    def release_finished(self, t: int) -> tuple[list[int], bool]:
+        """Free every sequence at its final length; return the requests now complete, and whether any was freed."""
+        done, freed = [], False
+        for r, seqs in list(self.running.items()):
+            for j, name in list(seqs.items()):
+                if self._finished(r, j, name):
+                    self._free(name)
+                    del seqs[j]
+                    freed = True
+            if not seqs:
+                del self.running[r]
+                done.append(r)
+        return done, freed
+
+
+class PagedByToken(_ByToken):
     """``num_blocks`` blocks of ``block_size`` slots; each sequence appends one token per step.
 
     ``sharing`` turns on prefix caching and forks a fresh request's samples from its first one.
@@ -88,23 +114,11 @@ class PagedByToken:
         self.wrote_at: dict[str, int] = {}  # manager id -> last step it wrote a token
         self._names = 0
 
-    @property
-    def seqs_running(self) -> int:
-        return sum(len(samples) for samples in self.running.values())
+    def _finished(self, r: int, j: int, name: str) -> bool:
+        return self.manager.num_tokens(name) == self.prompt[r] + self.output[r][j]
 
-    def release_finished(self, t: int) -> tuple[list[int], bool]:
-        """Free every sample holding its final length; return the requests now complete, and whether any was freed."""
-        done, freed = [], False
-        for r, samples in list(self.running.items()):
-            for j, name in list(samples.items()):
-                if self.manager.num_tokens(name) == self.prompt[r] + self.output[r][j]:
-                    self.manager.free(name)
-                    del samples[j]
-                    freed = True
-            if not samples:
-                del self.running[r]
-                done.append(r)
-        return done, freed
+    def _free(self, name: str) -> None:
+        self.manager.free(name)
 
     def admit(self, r: int, t: int) -> bool:
         """Prefill request ``r``'s unfinished samples and write their step-``t`` token.
@@ -179,7 +193,7 @@ class PagedByToken:
                     slack=stats.slack, free=stats.free_blocks * self.block_size)
 
 
-class ContiguousByToken:
+class ContiguousByToken(_ByToken):
     """A first-fit arena of ``capacity_tokens`` slots; each sequence's run grows by one live token per step.
 
     A request (every sample, or every beam) is admitted only if all its runs find a gap.
@@ -189,36 +203,24 @@ class ContiguousByToken:
         self.arena = ContiguousArena(capacity_tokens, policy, context)
         final = trace.final_len if trace.beam_width == 1 else np.repeat(trace.final_len, trace.beam_width, axis=1)
         self.prompt, self.final = trace.prompt_len.tolist(), final.tolist()
-        self.running: dict[int, list[int]] = {}  # request -> its sequences still running
+        self.running: dict[int, dict[int, str]] = {}  # request -> {sequence: arena run}, in admission order
 
-    @property
-    def seqs_running(self) -> int:
-        return sum(len(seqs) for seqs in self.running.values())
+    def _finished(self, r: int, j: int, name: str) -> bool:
+        return self.arena.placement(name)[2] == self.final[r][j]
 
-    def release_finished(self, t: int) -> tuple[list[int], bool]:
-        """Release every run whose live tokens reached its final length; return the requests now complete."""
-        done, freed = [], False
-        for r, seqs in list(self.running.items()):
-            for j in list(seqs):
-                if self.arena.placement(f"{r}.{j}")[2] == self.final[r][j]:
-                    self.arena.release(f"{r}.{j}")
-                    seqs.remove(j)
-                    freed = True
-            if not seqs:
-                del self.running[r]
-                done.append(r)
-        return done, freed
+    def _free(self, name: str) -> None:
+        self.arena.release(name)
 
     def admit(self, r: int, t: int) -> bool:
         """Place a run for every sequence of ``r`` (all or none); its step-``t`` token is written with the others'."""
-        placed: list[int] = []
+        placed: dict[int, str] = {}
         try:
             for j, final in enumerate(self.final[r]):
                 self.arena.admit(f"{r}.{j}", self.prompt[r], final)
-                placed.append(j)
+                placed[j] = f"{r}.{j}"
         except OutOfBlocksError:
-            for j in placed:
-                self.arena.release(f"{r}.{j}")
+            for name in placed.values():
+                self.arena.release(name)
             return False
         self.running[r] = placed
         return True
@@ -226,9 +228,9 @@ class ContiguousByToken:
     def write_tokens(self, t: int) -> list[int]:
         """One more live token per unfinished sequence; reservations never grow, so nobody is preempted."""
         for r, seqs in self.running.items():
-            for j in seqs:
-                if self.arena.placement(f"{r}.{j}")[2] < self.final[r][j]:
-                    self.arena.grow(f"{r}.{j}")
+            for j, name in seqs.items():
+                if self.arena.placement(name)[2] < self.final[r][j]:
+                    self.arena.grow(name)
         return []
 
     def measure(self, head: int | None) -> dict[str, int]:

@@ -159,8 +159,9 @@ def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory
     series = rec.dense(max(rec.completed) + 1, arrival_step)
     series.update(memory.categories(series))
     del series["token_jumps"]
-    summary = _summarize(trace, policy, series, N * S, S if policy.startswith("paged") else None, memory)
-    return SimResult(policy, trace.name, N * S, S if policy.startswith("paged") else None, series, summary)
+    paged_block_size = S if isinstance(memory, PagedMemory) else None
+    summary = _summarize(trace, policy, series, N * S, paged_block_size, memory)
+    return SimResult(policy, trace.name, N * S, paged_block_size, series, summary)
 
 
 def _budget_blocks(spec, gpu_memory_gib: float, num_blocks: int | None, S: int) -> int:

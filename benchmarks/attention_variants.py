@@ -33,7 +33,7 @@ from pagedkv_lib import attention as A
 from pagedkv_lib import attention_fast as F
 from pagedkv_lib.accounting import blocks_needed
 from pagedkv_lib.testing import random_paged_batch
-from pagedkv_lib.workloads import sharegpt_like
+from pagedkv_lib.sim import sharegpt_like
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
 

@@ -31,9 +31,10 @@ import torch
 
 from pagedkv_lib import attention as A
 from pagedkv_lib import attention_fast as F
+from pagedkv_lib import decode_timing as DT
 from pagedkv_lib.accounting import blocks_needed
 from pagedkv_lib.testing import random_paged_batch
-from pagedkv_lib.workloads import sharegpt_like
+from pagedkv_lib.sim import sharegpt_like
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
 
@@ -42,23 +43,13 @@ def build_case(lens: list[int], seed: int) -> dict:
     """The paged batch and its padded, head-major contiguous copy (the baseline's layout)."""
     batch = random_paged_batch(lens, block_size=S, num_kv_heads=H_KV, group=H_Q // H_KV, head_dim=D,
                                spare_blocks=0, extra_columns=0, seed=seed)
-    t_max = max(lens)
-    k_pad = torch.zeros(len(lens), H_KV, t_max, D)
-    v_pad = torch.zeros_like(k_pad)
-    for b, (k, v) in enumerate(zip(batch.keys, batch.values)):
-        k_pad[b, :, : len(k)] = k.transpose(0, 1)
-        v_pad[b, :, : len(v)] = v.transpose(0, 1)
+    cont = DT.contiguous_layouts(batch)
     batch.keys = batch.values = None                                   # free the logical copies
-    padding = torch.arange(t_max) >= torch.tensor(lens)[:, None]
-    return dict(batch=batch, k_pad=k_pad, v_pad=v_pad, padding=padding)
+    return dict(batch=batch, cont=cont)
 
 
 def batched(c):
-    q = c["batch"].q
-    qg = q.view(q.shape[0], H_KV, H_Q // H_KV, D) / math.sqrt(D)
-    scores = torch.matmul(qg, c["k_pad"].transpose(-1, -2))            # [B, H_kv, G, T_max]
-    scores.masked_fill_(c["padding"][:, None, None, :], float("-inf"))
-    return torch.matmul(torch.softmax(scores, -1), c["v_pad"]).view(q.shape)
+    return DT.batched_decode(c["batch"].q, c["cont"])
 
 
 def fast_gather_fresh(c):

@@ -98,7 +98,7 @@ class PagedBatch:
         owner did not read stays lower case, and a slot read by a request that does not own it is ``!``.
         """
         owner = self.slot_owner()
-        lines = [f"{chr(97 + b) if b < 26 else '#'}: T={t}, blocks {ids}"
+        lines = [f"{_letter(b)}: T={t}, blocks {ids}"
                  for b, (t, ids) in enumerate(zip(self.seq_lens.tolist(), self.owned_blocks()))]
         for block in range(owner.shape[0]):
             cells = [_cell(int(owner[block, s]), None if read is None else read[:, block, s])
@@ -106,9 +106,15 @@ class PagedBatch:
             lines.append(f"block {block:3d} |{' '.join(cells)}|")
         return "\n".join(lines)
 
+
+def _letter(owner: int) -> str:
+    """Request ``owner``'s letter in :meth:`PagedBatch.draw` (``a`` for 0, ``#`` past 25); ``.`` for none."""
+    return "." if owner < 0 else chr(97 + owner) if owner < 26 else "#"
+
+
 def _cell(owner: int, readers: torch.Tensor | None) -> str:
     """One slot of :meth:`PagedBatch.draw`: its owner's letter, upper case if the owner read it."""
-    letter = "." if owner < 0 else chr(97 + owner) if owner < 26 else "#"
+    letter = _letter(owner)
     if readers is None:
         return letter
     strangers = readers.clone()

@@ -252,11 +252,6 @@ class _GateView:
             self.input.value = str(self.gate.prediction)
 
 
-def escape(text: str) -> str:
-    import html
-    return html.escape(text)
-
-
 # ------------------------------------------------------------------ the module-level API
 
 def predict(qid: str, question: str, *, answer, choices: Sequence | None = None, number: str | None = None,

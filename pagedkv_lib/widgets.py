@@ -20,7 +20,7 @@ import os
 from typing import Any, Sequence
 
 from . import practice as _practice_module
-from ._record import RECORD, check_id, escape, now, parse_number, widget_bundle
+from ._record import RECORD, check_id, escape, lookup, now, parse_number, widget_bundle
 from .practice import Practice, check, hint, practice  # noqa: F401 (the lesson API: W.practice, ...)
 
 _GATES: dict[str, "Gate"] = {}
@@ -280,10 +280,7 @@ def arm(gate: Gate) -> Gate:
 
 def gate(qid: str) -> Gate:
     """The gate registered under ``qid`` by :func:`predict`."""
-    check_id(qid)
-    if qid not in _GATES:
-        raise KeyError(f"no prediction with id {qid!r}; known ids: {sorted(_GATES)}")
-    return _GATES[qid]
+    return lookup(_GATES, "prediction", qid)
 
 
 def commit(qid: str, value) -> None:

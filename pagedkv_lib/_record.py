@@ -21,6 +21,14 @@ def check_id(qid) -> str:
     return qid
 
 
+def lookup(registry: dict, kind: str, qid):
+    """``registry[qid]``, after checking ``qid``; a ``KeyError`` naming ``kind`` and the known ids if absent."""
+    check_id(qid)
+    if qid not in registry:
+        raise KeyError(f"no {kind} with id {qid!r}; known ids: {sorted(registry)}")
+    return registry[qid]
+
+
 def parse_number(name: str, value) -> int | float:
     """A learner's number (an int, a float, or text such as ``"63"`` or ``"8e5"``) as int or float."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ._record import RECORD, check_id, escape, now, parse_number, widget_bundle
+from ._record import RECORD, check_id, escape, lookup, now, parse_number, widget_bundle
 
 PRACTICES: dict[str, "Practice"] = {}
 
@@ -127,10 +127,7 @@ def practice(pid: str, question: str, *, answer, hints: Sequence[str] = (), mist
 
 
 def _practice(pid: str) -> Practice:
-    check_id(pid)
-    if pid not in PRACTICES:
-        raise KeyError(f"no practice with id {pid!r}; known ids: {sorted(PRACTICES)}")
-    return PRACTICES[pid]
+    return lookup(PRACTICES, "practice", pid)
 
 
 def check(pid: str, value) -> bool:

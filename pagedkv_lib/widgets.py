@@ -20,7 +20,7 @@ import os
 from typing import Any, Sequence
 
 from . import practice as _practice_module
-from ._record import RECORD, check_id, escape, now, parse_number, widget_bundle
+from ._record import RECORD, check_id, escape, lookup, now, parse_number, widget_bundle
 from .practice import Practice, check, hint, practice  # noqa: F401 (the lesson API: W.practice, ...)
 
 _GATES: dict[str, "Gate"] = {}
@@ -252,11 +252,6 @@ class _GateView:
             self.input.value = str(self.gate.prediction)
 
 
-def escape(text: str) -> str:
-    import html
-    return html.escape(text)
-
-
 # ------------------------------------------------------------------ the module-level API
 
 def predict(qid: str, question: str, *, answer, choices: Sequence | None = None, number: str | None = None,
@@ -285,10 +280,7 @@ def arm(gate: Gate) -> Gate:
 
 def gate(qid: str) -> Gate:
     """The gate registered under ``qid`` by :func:`predict`."""
-    check_id(qid)
-    if qid not in _GATES:
-        raise KeyError(f"no prediction with id {qid!r}; known ids: {sorted(_GATES)}")
-    return _GATES[qid]
+    return lookup(_GATES, "prediction", qid)
 
 
 def commit(qid: str, value) -> None:

@@ -71,8 +71,8 @@ class ContiguousArena:
         self._runs: dict[str, _Run] = {}
         self._order: list[tuple[int, str]] = []  # (start, request id), sorted by start
 
-    def _gaps(self):
-        """Free gaps as (start, length) in address order, zero-length gaps skipped."""
+    def gaps(self):
+        """Free gaps as (start, length) in slots, in address order, zero-length gaps skipped."""
         end = 0
         for start, rid in self._order:
             if start > end:
@@ -82,7 +82,7 @@ class ContiguousArena:
             yield end, self.num_slots - end
 
     def _first_fit(self, size: int) -> int | None:
-        return next((start for start, length in self._gaps() if length >= size), None)
+        return next((start for start, length in self.gaps() if length >= size), None)
 
     def reservation_for(self, final_len: int) -> int:
         """Slots a request of ``final_len`` tokens would reserve in this arena."""
@@ -109,7 +109,7 @@ class ContiguousArena:
         start = self._first_fit(size)
         if start is None:
             raise OutOfBlocksError(f"no free gap of {size} slots for request {request_id!r} "
-                                   f"(largest gap: {max((g for _, g in self._gaps()), default=0)} slots)")
+                                   f"(largest gap: {max((g for _, g in self.gaps()), default=0)} slots)")
         self._runs[request_id] = _Run(start, size, prompt_len, final_len)
         bisect.insort(self._order, (start, request_id))
         return start
@@ -149,7 +149,7 @@ class ContiguousArena:
             out["token_states"] += run.live
             out["reservation"] += run.final - run.live
             out["internal_fragmentation"] += run.size - run.final
-        for _, length in self._gaps():
+        for _, length in self.gaps():
             out["free" if need is None or length >= need else "external_fragmentation"] += length
         return out
 

@@ -284,7 +284,7 @@ def plot_contiguous(arena: ContiguousArena, next_request_len: int | None = None,
         ax.add_patch(Rectangle((start, 0), size, _ROW, fill=False, ec="black", lw=1.5, zorder=3))
         ax.text(start + size / 2, _ROW + 0.1, rid, ha="center", va="bottom", fontsize=9)
     need = None if next_request_len is None else arena.reservation_for(next_request_len)
-    for start, length in _gaps(arena):
+    for start, length in arena.gaps():
         cat = "free" if need is None or length >= need else "external_fragmentation"
         ax.add_patch(Rectangle((start, 0), length, _ROW, fc=COLORS.get(cat, "white"), ec="none", gid=cat))
     reserved = sum(arena.placement(rid)[1] for rid in arena.request_ids())
@@ -298,18 +298,6 @@ def plot_contiguous(arena: ContiguousArena, next_request_len: int | None = None,
     ax.set_ylim(-0.3, _ROW + 0.6)
     ax.axis("off")
     return ax
-
-
-def _gaps(arena: ContiguousArena):
-    """Free gaps ``(start, length)`` in address order, from the arena's public placements."""
-    end = 0
-    for rid in arena.request_ids():
-        start, size, _, _ = arena.placement(rid)
-        if start > end:
-            yield end, start - end
-        end = start + size
-    if arena.num_slots > end:
-        yield end, arena.num_slots - end
 
 
 def plot_three_ways(arena: ContiguousArena, paged: BlockManager, shared: BlockManager,

@@ -17,7 +17,7 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Bool, Integer
 
 from .grade import EVENTS_ENV
-from .nbclean import _grade_id, _norm
+from .nbclean import _grade_id, _is_test, _norm
 from .testcell import PASS_MIME, TAMPER_TEXT
 
 
@@ -32,11 +32,6 @@ def record(kind: str, **details) -> None:
 def _error(ename: str, evalue: str) -> NotebookNode:
     return from_dict({"output_type": "error", "ename": ename, "evalue": evalue,
                       "traceback": [f"{ename}: {evalue}"]})
-
-
-def _is_test(cell) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
 class QuietOverwriteCells(OverwriteCells):

@@ -26,10 +26,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _releases(course_dir) -> dict:
+    """``{assignment: released notebook}`` for every assignment, generated only where stale."""
+    return release_notebooks(cached_releases(Path(course_dir), assignments(course_dir)))
+
+
 def _collect(args) -> None:
     if not args.source:
         raise PagedKVError("collect needs the folder or zip of notebooks: python -m pagedkv_lib.course collect DOWNLOADS")
-    releases = release_notebooks(cached_releases(Path(args.course_dir), assignments(args.course_dir)))
+    releases = _releases(args.course_dir)
     found = collect(args.source, args.course_dir, releases, args.assignment)
     print(f"placed {len(found.placed)} notebooks in submitted/")
     for name, why in {**found.unplaced, **found.unreadable}.items():
@@ -53,7 +58,7 @@ def main(argv=None) -> int:
         elif args.command == "export":
             print("grades written to", export(args.course_dir))
         else:
-            releases = release_notebooks(cached_releases(Path(args.course_dir), assignments(args.course_dir)))
+            releases = _releases(args.course_dir)
             print("report written to", report(args.course_dir, releases=releases))
     except (PagedKVError, FileNotFoundError) as err:
         print(err, file=sys.stderr)

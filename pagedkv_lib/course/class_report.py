@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .feedback_html import question_titles
 from .grade import nbgrader
+from .nbclean import _grade_id, _is_test
 
 STATUS_CSV = "status.csv"
 
@@ -51,10 +52,9 @@ def question_results(autograded_dir: Path) -> dict:
     for nb_path in sorted(Path(autograded_dir).glob("*/*/*.ipynb")):
         nb = json.loads(nb_path.read_text(encoding="utf-8"))
         for cell in nb["cells"]:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if cell["cell_type"] != "code" or not meta.get("grade") or meta.get("solution"):
+            if not _is_test(cell):
                 continue
-            res = out[(nb_path.parent.name, meta["grade_id"])]
+            res = out[(nb_path.parent.name, _grade_id(cell))]
             errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
             res["total"] += 1
             res["passed"] += not errors

@@ -76,10 +76,11 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
     if not sub_root.is_dir():
         raise PagedKVError(f"nothing to grade: {sub_root} does not exist "
                            f"(expected {SUBMITTED}/<student>/<assignment>/<notebook>.ipynb; see `collect`)")
-    subs = _submissions(sub_root, assignments(root))
+    known = assignments(root)
+    subs = _submissions(sub_root, known)
     log, workers = _collect_log(root), workers or os.cpu_count() or 1
     named = {a for a, _, _ in subs} | {k.split("/", 1)[1] for k in log.get("unreadable", {})}
-    releases = release_notebooks(cached_releases(root, sorted(named & set(assignments(root))), workers))
+    releases = release_notebooks(cached_releases(root, sorted(named & set(known)), workers))
     statuses, jobs = {}, []
     for assignment, student, folder in subs:
         st = statuses[(assignment, student)] = Status(student, assignment)

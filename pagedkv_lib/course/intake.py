@@ -14,9 +14,9 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .grade import SUBMITTED
 from .nbclean import Unreadable, missing_note, normalise, parse
 
-SUBMITTED = "submitted"
 #: collect's findings, read by autograde so unreadable files still get a row and a reason
 COLLECT_LOG = "collect.json"
 _COPY = re.compile(r"^(copy of\s+)+|(\s*\(\d+\)|\s*-\s*copy)+$", re.IGNORECASE)

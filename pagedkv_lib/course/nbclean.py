@@ -73,6 +73,12 @@ def _grade_id(cell) -> str | None:
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
+def _is_test(cell) -> bool:
+    """True for an autograded test cell: a graded code cell that is not an answer."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
 def clean(nb: dict) -> dict:
     """A copy of ``nb`` without personal metadata, with LF line ends, cell ids and nbformat 4.5."""
     nb = copy.deepcopy(nb)

@@ -17,6 +17,7 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Bool, Integer
 
 from .grade import EVENTS_ENV
+from .nbclean import _grade_id, _is_test, _norm
 from .testcell import PASS_MIME, TAMPER_TEXT
 
 
@@ -28,22 +29,9 @@ def record(kind: str, **details) -> None:
             f.write(json.dumps({"kind": kind, **details}) + "\n")
 
 
-def _grade_id(cell) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-
-
 def _error(ename: str, evalue: str) -> NotebookNode:
     return from_dict({"output_type": "error", "ename": ename, "evalue": evalue,
                       "traceback": [f"{ename}: {evalue}"]})
-
-
-def _is_test(cell) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
-
-
-def _norm(source: str) -> str:
-    return "\n".join(line.rstrip() for line in source.replace("\r\n", "\n").strip().splitlines())
 
 
 class QuietOverwriteCells(OverwriteCells):

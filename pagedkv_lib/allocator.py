@@ -39,40 +39,46 @@ structure: it extends the request's token list and bumps a counter.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-import numpy as np
-
-from ._checks import (check_int, check_int_array, check_new_id, check_salt, check_token_ids,
-                      unhashable_id_error)
+from ._checks import check_int, check_new_id, check_salt, check_token_ids, unhashable_id_error
 from .accounting import blocks_needed
-from .allocator_invariants import check_manager
-from .allocator_stats import AllocatorStats
+from .allocator_queries import BlockManagerQueries
+from .allocator_stats import AllocatorStats  # noqa: F401 (re-exported)
 from .block_pool import BlockPool
 from .errors import (DuplicateRequestError, InvariantError, OutOfBlocksError,  # noqa: F401 (re-exported)
                      UnknownRequestError)
 from .prefix_cache import full_blocks
-from .slot_mapping import padded_tables, slot_mapping_batch, table_slots  # noqa: F401 (slot_mapping_batch re-exported)
+from .slot_mapping import slot_mapping_batch  # noqa: F401 (re-exported)
 
 
 class _Request:
     """One live request: its block table, its token ids, and where its prefix-cache chain stands.
 
-    Invariant: ``len(table) == ceil(len(tokens) / S)``; only the last block can be partly filled.
+    Invariants: ``len(table) == ceil(len(tokens) / S)``; only the last block can be partly filled.
+    ``cap`` is 0 or ``S * len(table)``; an append that keeps ``T < cap`` writes into a partly filled
+    last block that no other table holds (``append_tokens``'s fast path). Fork sets it to 0, which
+    sends the next append through ``_grow``, and ``_grow`` sets it again.
     """
 
-    __slots__ = ("table", "tokens", "salt", "parent", "chained")
+    __slots__ = ("table", "tokens", "salt", "parent", "chained", "cap")
 
-    def __init__(self, table: list[int], tokens: list[int], salt, parent: int | None, chained: int):
+    def __init__(self, table: list[int], tokens: list[int], salt, parent: int | None, chained: int,
+                 cap: int):
         self.table = table        # physical block ids, logical order
         self.tokens = tokens      # every token id so far (T = len(tokens))
         self.salt = salt
         self.parent = parent      # prefix-cache id naming full block chained - 1 (None: chain root)
         self.chained = chained    # full blocks offered to the prefix cache so far (0 with caching off)
+        self.cap = cap            # slots an append may fill without a block change (0: ask _grow)
 
 
-class BlockManager:
-    """Maps requests' token sequences onto a pool of ``num_blocks`` blocks of ``block_size`` slots."""
+class BlockManager(BlockManagerQueries):
+    """Maps requests' token sequences onto a pool of ``num_blocks`` blocks of ``block_size`` slots.
+
+    This class holds what changes the state; what only reads it (tables, counts, slot mapping,
+    stats, invariants) is inherited from :class:`pagedkv_lib.allocator_queries.BlockManagerQueries`.
+    """
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_prefix_caching: bool = True):
         num_blocks = check_int("num_blocks", num_blocks, minimum=1)
@@ -115,12 +121,16 @@ class BlockManager:
     def _admit(self, request_id: str, tokens: list[int], salt) -> int:
         """Look up the cached prefix, check room, take blocks, register the new full blocks."""
         S, T, pool = self.block_size, len(tokens), self._pool
-        full = full_blocks(tokens, S, 0, T // S) if self.enable_prefix_caching else []
-        # The last prompt token is computed, never served from the cache: at most (T - 1) // S hits.
-        hits, parent = self._cache.longest_prefix(full[:(T - 1) // S], salt)
+        # With caching off nothing is looked up or registered (the `if`s below skip empty calls,
+        # about 6% of an admission).
+        full, hits, parent = [], [], None
+        if self.enable_prefix_caching:
+            full = full_blocks(tokens, S, 0, T // S)
+            # The last prompt token is computed, never served from the cache: at most (T - 1) // S hits.
+            hits, parent = self._cache.longest_prefix(full[:(T - 1) // S], salt)
         k = len(hits)
         need = blocks_needed(T, S) - k
-        revived = pool.count_free(hits)  # cached free blocks the hits take back out of the free queue
+        revived = pool.count_free(hits) if hits else 0  # cached free blocks the hits take out of the free queue
         if need > pool.num_free - revived:
             raise OutOfBlocksError(
                 f"request {request_id!r} needs {need} new blocks of {S} token slots for its {T}-token "
@@ -128,10 +138,13 @@ class BlockManager:
                 f"of {self.num_blocks} blocks are free")
         # Nothing below can fail. Hits first: a cached free block they revive leaves the free
         # queue before take() could evict it.
-        pool.hit(hits)
+        if hits:
+            pool.hit(hits)
         table = hits + pool.take(need)
-        parent = self._cache.register(parent, full[k:], salt, table[k:len(full)])
-        self._seqs[request_id] = _Request(table, tokens, salt, parent, len(full))
+        if full:
+            parent = self._cache.register(parent, full[k:], salt, table[k:len(full)])
+        # The last block is always a fresh one (k <= (T - 1) // S < ceil(T / S)): ours alone.
+        self._seqs[request_id] = _Request(table, tokens, salt, parent, len(full), S * len(table))
         self._queries += T
         self._hit_tokens += k * S
         self._logical += T
@@ -158,12 +171,12 @@ class BlockManager:
             new = token_ids
         else:
             new = check_token_ids("token_ids", token_ids)
-        T, n, table = len(seq.tokens), len(new), seq.table
-        # Most decode steps: the tokens fit in the last block without filling it (the table holds
-        # ceil(T / S) blocks, so that is T + n < S * len(table)) and no other table holds that
-        # block. T_logical and T_unique both grow by n, so T_shared_saved stays.
-        if T + n < self.block_size * len(table) and self._ref[table[-1]] == 1:
-            seq.tokens.extend(new)
+        tokens, n = seq.tokens, len(new)
+        # Most decode steps: the tokens fit in the last block without filling it, and no other
+        # table holds that block (both are what T + n < seq.cap says). T_logical and T_unique
+        # both grow by n, so T_shared_saved stays.
+        if len(tokens) + n < seq.cap:
+            tokens.extend(new)
             self._logical += n
             return []
         return self._grow(request_id, seq, new) if n else []
@@ -194,6 +207,7 @@ class BlockManager:
             seq.parent = self._cache.register(seq.parent, full_blocks(tokens, S, seq.chained, full),
                                               seq.salt, table[seq.chained:full])
             seq.chained = full
+        seq.cap = S * len(table)  # the last block is ours alone now: fresh, copied, or no longer shared
         return pairs
 
     def fork(self, parent_id: str, child_id: str) -> None:
@@ -202,8 +216,9 @@ class BlockManager:
         check_new_id("child_id", child_id, self._seqs)
         for b in parent.table:
             self._ref[b] += 1
+        parent.cap = 0  # the last block is shared now: the next append of either goes through _grow
         self._seqs[child_id] = _Request(list(parent.table), list(parent.tokens), parent.salt,
-                                        parent.parent, parent.chained)
+                                        parent.parent, parent.chained, 0)
         self._logical += len(parent.tokens)
         self._saved += len(parent.tokens)
 
@@ -223,55 +238,6 @@ class BlockManager:
         self._logical -= T
         self._saved -= T - freed_states
 
-    # ----------------------------------------------------------------- queries
-
-    def __contains__(self, request_id) -> bool:
-        try:
-            return request_id in self._seqs
-        except TypeError:
-            raise unhashable_id_error("request_id", request_id) from None
-
-    @property
-    def num_requests(self) -> int:
-        """Live requests (added or forked, not yet freed)."""
-        return len(self._seqs)
-
-    @property
-    def num_free_blocks(self) -> int:
-        """Blocks an allocation could use now (free uncached plus cached free, which are evictable)."""
-        return self._pool.num_free
-
-    def block_table(self, request_id: str) -> list[int]:
-        """The request's physical block ids in logical order (a copy)."""
-        return list(self._seq(request_id).table)
-
-    def num_tokens(self, request_id: str) -> int:
-        """``T``: tokens the request holds (prompt plus appended)."""
-        return len(self._seq(request_id).tokens)
-
-    def ref_count(self, block_id: int) -> int:
-        """How many block tables hold physical block ``block_id`` (0: it is free)."""
-        return self._ref[check_int("block_id", block_id, minimum=0, maximum=self.num_blocks - 1)]
-
-    def free_queue(self) -> tuple[list[int], list[int]]:
-        """Free block ids in the order allocation will use them: ``(uncached, cached)``.
-
-        Uncached free blocks go first; then cached free blocks, least recently freed first
-        (each of those is evicted from the prefix cache when it is reused).
-        """
-        uncached, cached = self._pool.free_blocks()
-        return uncached[::-1], cached
-
-    def token_ids(self, request_id: str) -> list[int]:
-        """The request's token ids so far (a copy)."""
-        return list(self._seq(request_id).tokens)
-
-    def can_append(self, request_id: str, num_tokens: int = 1) -> bool:
-        """Whether appending ``num_tokens`` tokens would succeed now (copy-on-write included)."""
-        seq = self._seq(request_id)
-        n = check_int("num_tokens", num_tokens, minimum=0)
-        return self._append_need(seq, n)[0] <= self._pool.num_free
-
     def _append_need(self, seq: _Request, n: int) -> tuple[int, bool]:
         """``(need, cow)`` for appending ``n`` tokens: new blocks to take, and whether the last is copied.
 
@@ -281,48 +247,6 @@ class BlockManager:
         T, S = len(seq.tokens), self.block_size
         cow = n > 0 and T % S > 0 and self._ref[seq.table[-1]] > 1
         return cow + blocks_needed(T + n, S) - len(seq.table), cow
-
-    def slot_mapping(self, request_id: str, positions) -> np.ndarray:
-        """Flat cache slots (int64) of ``positions`` (token positions in ``[0, T)``) of one request."""
-        seq = self._seq(request_id)
-        pos = check_int_array("positions", positions)
-        T = len(seq.tokens)
-        if pos.size and (pos.min() < 0 or pos.max() >= T):
-            bad = pos[(pos < 0) | (pos >= T)][0]
-            raise ValueError(f"positions must lie in [0, {T - 1}] for request {request_id!r} "
-                             f"({T} tokens), got {bad}")
-        return table_slots(seq.table, pos, self.block_size)
-
-    def padded_block_tables(self, request_ids: Sequence[str], pad: int = -1) -> np.ndarray:
-        """Block tables of ``request_ids`` as one int64 array ``(len(request_ids), max blocks)``.
-
-        Rows shorter than the longest are filled with ``pad``, which must be negative so that no
-        real block id (``0 .. num_blocks - 1``) can be mistaken for padding; this is the layout
-        :func:`slot_mapping_batch` and batched attention kernels read.
-        """
-        pad = check_int("pad", pad, maximum=-1)
-        if isinstance(request_ids, (str, bytes)) or not isinstance(request_ids, Iterable):
-            raise TypeError(f"request_ids must be a sequence of request ids (e.g. a list of str), got "
-                            f"{request_ids!r} ({type(request_ids).__name__})")
-        return padded_tables([self._seq(r).table for r in request_ids], pad)
-
-    def stats(self) -> AllocatorStats:
-        """Counts and ledger figures of the current state (O(1): kept as running totals)."""
-        pool = self._pool
-        used = self.num_blocks - pool.num_free
-        reserved = used * self.block_size
-        unique = self._logical - self._saved
-        return AllocatorStats(
-            num_blocks=self.num_blocks, block_size=self.block_size, num_requests=len(self._seqs),
-            used_blocks=used, free_blocks=pool.num_free, cached_free_blocks=pool.num_cached_free,
-            prefix_queries_tokens=self._queries, prefix_hit_tokens=self._hit_tokens,
-            cow_copies=self._cow, evictions=pool.evictions, blocks_allocated=pool.allocated,
-            blocks_freed=pool.freed, logical_tokens=self._logical,
-            unique_tokens=unique, reserved_slots=reserved, slack=reserved - unique)
-
-    def check_invariants(self) -> None:
-        """Recompute everything from the block tables and raise ``InvariantError`` on a mismatch."""
-        check_manager(self)
 
     # ----------------------------------------------------------------- helpers
 

@@ -33,7 +33,8 @@ def check_manager(bm: BlockManager) -> None:
 
 
 def _check_tables(bm: BlockManager) -> tuple[list[int], dict[int, int], int]:
-    """Each table holds ceil(T/S) distinct blocks, and tables sharing a block agree on its fill.
+    """Each table holds ceil(T/S) distinct blocks, tables sharing a block agree on its fill, and a
+    request may append in place (``T < cap``) only into a last block no other table holds.
 
     Returns how many tables hold each block, the filled slots of each used block, and T_logical.
     """
@@ -47,10 +48,15 @@ def _check_tables(bm: BlockManager) -> tuple[list[int], dict[int, int], int]:
         _require(len(seq.table) == blocks_needed(T, S),
                  f"request {rid!r} holds {len(seq.table)} blocks for {T} tokens, expected ceil(T/S)")
         _require(len(set(seq.table)) == len(seq.table), f"a block appears twice in the table of {rid!r}")
+        _require(seq.cap in (0, S * len(seq.table)), f"request {rid!r} has append bound cap {seq.cap}, "
+                 f"expected 0 or S * len(table) = {S * len(seq.table)}")
         for i, b in enumerate(seq.table):
             holders[b] += 1
             f = min(S, T - i * S)
             _require(fill.setdefault(b, f) == f, f"block {b} is shared by tables that disagree on how full it is")
+    for rid, seq in bm._seqs.items():
+        _require(len(seq.tokens) >= seq.cap or holders[seq.table[-1]] == 1,  # a full last block takes no write
+                 f"request {rid!r} may append in place (cap {seq.cap}), but its partly filled last block is shared")
     return holders, fill, logical
 
 

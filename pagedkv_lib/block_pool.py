@@ -70,20 +70,26 @@ class BlockPool:
         Precondition (the caller checks it): ``n <= self.num_free``.
         """
         free, ref = self._free, self.ref_cnt
-        taken = []
-        for _ in range(n):
-            b = free.pop() if free else self._evict_oldest()
+        # Slices, not a pop per block: that cost admission ~10% (benchmarks/allocator.py).
+        if n <= len(free):
+            taken = free[:-n - 1:-1]  # the top n of the uncached stack, in pop order
+            del free[len(free) - n:]
+        else:  # every uncached block, then the least recently freed cached ones
+            taken = free[::-1]
+            free.clear()
+            taken += self._evict_oldest(n - len(taken))
+        for b in taken:
             ref[b] = 1
-            taken.append(b)
         self.allocated += n
         return taken
 
-    def _evict_oldest(self) -> int:
-        """Take the least recently freed cached block out of the LRU queue and the prefix cache."""
-        b = self._lru.popitem(last=False)[0]
-        self.cache.forget(b)
-        self.evictions += 1
-        return b
+    def _evict_oldest(self, n: int) -> list[int]:
+        """Take the ``n`` least recently freed cached blocks out of the LRU queue and the prefix cache."""
+        pop = self._lru.popitem
+        blocks = [pop(last=False)[0] for _ in range(n)]
+        self.cache.forget(blocks)
+        self.evictions += n
+        return blocks
 
     def hit(self, blocks: list[int]) -> None:
         """A request maps cached ``blocks``: take free ones out of the free queue, bump every ref count."""

@@ -79,7 +79,7 @@ class Ledger:
 def ledger_summary(logical: int, unique: int, reserved: int, slack: int) -> dict[str, int]:
     """The four headline figures as a dict, in the order the subject page prints them.
 
-    Shared by :meth:`Ledger.summary` and :meth:`pagedkv_lib.allocator.AllocatorStats.summary`,
+    Shared by :meth:`Ledger.summary` and :meth:`pagedkv_lib.allocator_stats.AllocatorStats.summary`,
     so the two always use the same keys.
     """
     return {"logical": logical, "unique": unique, "reserved": reserved, "slack": slack}

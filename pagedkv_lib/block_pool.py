@@ -74,22 +74,18 @@ class BlockPool:
         if n <= len(free):
             taken = free[:-n - 1:-1]  # the top n of the uncached stack, in pop order
             del free[len(free) - n:]
-        else:  # every uncached block, then the least recently freed cached ones
+        else:  # every uncached block, then evict the least recently freed cached ones
             taken = free[::-1]
             free.clear()
-            taken += self._evict_oldest(n - len(taken))
+            pop = self._lru.popitem
+            evicted = [pop(last=False)[0] for _ in range(n - len(taken))]
+            self.cache.forget(evicted)  # their token ids are about to be overwritten
+            self.evictions += len(evicted)
+            taken += evicted
         for b in taken:
             ref[b] = 1
         self.allocated += n
         return taken
-
-    def _evict_oldest(self, n: int) -> list[int]:
-        """Take the ``n`` least recently freed cached blocks out of the LRU queue and the prefix cache."""
-        pop = self._lru.popitem
-        blocks = [pop(last=False)[0] for _ in range(n)]
-        self.cache.forget(blocks)
-        self.evictions += n
-        return blocks
 
     def hit(self, blocks: list[int]) -> None:
         """A request maps cached ``blocks``: take free ones out of the free queue, bump every ref count."""

@@ -19,11 +19,20 @@ BROKEN = ("Error displaying widget", "Error rendering Jupyter widget", "Could no
           "No widgets here?", "Traceback (most recent call last)")
 
 
-def test_the_demo_lesson_gates_in_the_classic_notebook(classic_server, page):
-    problems = []   # errors the widget manager throws in the page, for the failure message
+def watch_errors(page) -> list[str]:
+    """Errors the page throws or the widget manager logs from now on (for failure messages)."""
+    problems = []
     page.on("pageerror", lambda err: problems.append(str(err)))
-    page.on("console", lambda msg: msg.type == "error" and "widget" in msg.text.lower()
-            and problems.append(msg.text))
+
+    def console(msg):
+        if msg.type == "error" and "widget" in msg.text.lower():
+            problems.append(msg.text)
+    page.on("console", console)
+    return problems
+
+
+def test_the_demo_lesson_gates_in_the_classic_notebook(classic_server, page):
+    problems = watch_errors(page)
     notebook = classic.open_notebook(page, classic_server, "notebooks/04_demo.ipynb")
     page.screenshot(path=str(page.shots / "00-opened.png"))
     classic.run_all(page, notebook)
@@ -34,8 +43,7 @@ def test_the_demo_lesson_gates_in_the_classic_notebook(classic_server, page):
     check_images(notebook, classic.OUTPUT)
     gates = gate_boxes(notebook)
     assert gates.count() == 2, f"expected the lab's and the simulator's gates; page errors: {problems[:5]}"
-    lab_gate = gates.first
-    assert "A1-A3 batch, S = 16" in lab_gate.inner_text()
+    assert "A1-A3 batch, S = 16" in gates.first.inner_text()   # the lab's gate comes first
     for k in range(gates.count()):
         revealed = check_gate(page, notebook, gates.nth(k), f"{2 + k:02d}-gate{k}", classic.REVEAL,
                               classic.wait_idle)

@@ -1,4 +1,4 @@
-"""Fixtures of the browser tests: ``make lab``, ``make instructor``, chromium, and a 1280 x 800 tab.
+"""Fixtures of the browser tests: ``make lab``, ``make instructor``, the classic notebook, chromium, and a 1280 x 800 tab.
 
 Servers are started and stopped by :mod:`browser_server`; see it for how and why.
 """
@@ -8,14 +8,19 @@ import shutil
 
 import pytest
 
+from . import classic as _classic
 from .browser_server import ARTIFACTS, CHROMIUM, WINDOW, clean_copy, require_browser, start, stop
 
 
-def _serve(target, tmp_path_factory):
+def _serve(target, tmp_path_factory, begin=None):
+    """Serve a clean copy with ``make <target>`` (or ``begin(root, log)``); stop it at the end."""
     require_browser()
     root = clean_copy(tmp_path_factory.mktemp(f"course-{target}"))
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    server = start(target, root, ARTIFACTS / f"make-{target}.log")
+    if begin is None:
+        server = start(target, root, ARTIFACTS / f"make-{target}.log")
+    else:
+        server = begin(root, ARTIFACTS / f"{target}.log")
     try:
         yield server
     finally:
@@ -32,6 +37,13 @@ def lab(tmp_path_factory):
 def instructor(tmp_path_factory):
     """``make instructor`` (formgrader on) on its own clean copy."""
     yield from _serve("instructor", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def classic_server(tmp_path_factory):
+    """The classic notebook 6.5 server of this environment on its own clean copy (see :mod:`classic`)."""
+    _classic.require_classic()
+    yield from _serve("classic", tmp_path_factory, _classic.start)
 
 
 @pytest.fixture(scope="session")

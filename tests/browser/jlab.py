@@ -7,24 +7,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-# In the page: is every <img> of an output area decoded, not blank (pixels vary) and not clipped?
-IMAGES_JS = """(root) => [...root.querySelectorAll('.jp-OutputArea-output img')].map((img) => {
-  const c = document.createElement('canvas');
-  const w = Math.min(img.naturalWidth, 400), h = Math.min(img.naturalHeight, 400);
-  c.width = w; c.height = h;
-  let distinct = 0;
-  if (w && h) {
-    const g = c.getContext('2d');
-    g.drawImage(img, 0, 0, w, h);
-    const d = g.getImageData(0, 0, w, h).data, seen = new Set();
-    for (let i = 0; i < d.length && seen.size < 20; i += 4 * 7) seen.add(d[i] << 16 | d[i+1] << 8 | d[i+2]);
-    distinct = seen.size;
-  }
-  const box = img.getBoundingClientRect(), area = img.closest('.jp-OutputArea-output').getBoundingClientRect();
-  return {width: img.naturalWidth, height: img.naturalHeight, distinct,
-          shown: box.width, clipped: box.right > area.right + 1 || box.width < 0.5 * Math.min(img.naturalWidth, area.width)};
-})"""
-
 # Code cells whose longest line is wider than the editor shows (CodeMirror does not wrap by default).
 CUT_LINES_JS = """(root) => [...root.querySelectorAll('.jp-CodeCell:not(.jp-mod-collapsed) .cm-scroller')]
   .filter((s) => s.offsetParent !== null && s.scrollWidth > s.clientWidth + 2)

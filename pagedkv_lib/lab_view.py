@@ -214,7 +214,7 @@ class SimulatorLab:
                                             "share_token_states")} for r in results]
         self.gate = W.arm(Gate(
             "sim-batch", f"{name}: how many times larger is the mean running batch under 'paged' "
-            "than under 'max'?", number="times larger", answer=round(ratio, 1), tolerance=0.25,
+            "than under 'max'?", number="x", answer=round(ratio, 1), tolerance=0.25,
             reveal=[lambda: plot_results(results, name, paper=name.startswith("ShareGPT-like, 3")),
                     "```\n" + format_table(rows) + "\n```", _sim_note(results, ratio)]))
         self.gate_box.children = (self.gate.widget.box,)

@@ -30,6 +30,10 @@ class BlockManagerQueries:
         """Live requests (added or forked, not yet freed)."""
         return len(self._seqs)
 
+    def request_ids(self) -> list[str]:
+        """Ids of the live requests, in the order they were added or forked (a new list)."""
+        return list(self._seqs)
+
     @property
     def num_free_blocks(self) -> int:
         """Blocks an allocation could use now (free uncached plus cached free, which are evictable)."""

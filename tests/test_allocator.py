@@ -333,10 +333,12 @@ def test_queries_describe_the_live_requests():
     bm.fork("a", "b")
     bm.append_tokens("b", (9, 2))
     assert ("a" in bm, "b" in bm, "c" in bm) == (True, True, False)
-    assert bm.num_requests == 2
+    assert bm.num_requests == 2 and bm.request_ids() == ["a", "b"]
     assert bm.token_ids("b") == [3, 1, 4, 1, 5, 9, 2] and bm.num_tokens("a") == 5
     bm.free("a")
-    assert "a" not in bm and bm.num_requests == 1
+    assert "a" not in bm and bm.num_requests == 1 and bm.request_ids() == ["b"]
+    bm.request_ids().clear()  # a copy: the manager keeps its requests
+    assert bm.request_ids() == ["b"]
 
 
 @pytest.mark.parametrize("tables, positions, words", [

@@ -195,17 +195,19 @@ def _block(ax, x, y, S, filled, color, state, gid, hatch_slack=True):
                            ec="black", ls="--" if state == "cached" else "-", gid=gid, zorder=3))
 
 
-def plot_block_map(manager: BlockManager, request_ids: Sequence[str], *, follow: str | None = None,
-                   cols: int | None = None, ax=None):
+def plot_block_map(manager: BlockManager, request_ids: Sequence[str] | None = None, *,
+                   follow: str | None = None, cols: int | None = None, ax=None):
     """The physical blocks of a live :class:`~pagedkv_lib.allocator.BlockManager` as a grid.
 
     ``request_ids`` lists every live request (their colours follow :data:`OWNERS` in this
-    order). A block held by one table shows its owner's colour; a block with ref count > 1 is
+    order; default: ``manager.request_ids()``, the order they were added). A block held by one table shows its owner's colour; a block with ref count > 1 is
     orange with a thick outline and its ref count beside its id ("0 x3"); slack slots are hatched; cached free
     blocks are grey with a dashed outline; free blocks are white. ``follow`` names one request
     whose logical blocks are drawn above the grid with arrows to their physical blocks.
     Each physical block's outline has the gid ``"block:<id>:<used|shared|cached|free>"``.
     """
+    if request_ids is None:
+        request_ids = manager.request_ids()
     owners, filled = _live_blocks(manager, request_ids)
     S, N = manager.block_size, manager.num_blocks
     cols = check_int("cols", cols, minimum=1) if cols is not None else min(N, 16 if S <= 8 else 8)

@@ -58,6 +58,7 @@ def test_block_map_after_every_step_of_a_walk_through():
     manager.free("A2")
     got = check_map(manager, ["A1", "A3"])
     assert got["cached"], "A2's own full block stays cached after free"
+    assert check_map(manager, None) == got  # by default, the manager's own live requests
     manager.add_request("B", [7] * 9)
     check_map(manager, ["A1", "A3", "B"], follow="B")
 

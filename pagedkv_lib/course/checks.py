@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import decimal
 import fractions
+import linecache
 import math
 import numbers
 import operator
+import sys
+import sysconfig
+import traceback
+from pathlib import Path
 from typing import Any, Iterable
 
 
@@ -20,6 +25,14 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"CheckFailed: {self}"]
+
+
+class NotWritten(CheckFailed):
+    """The learner's function or class is still the stub (it raised ``NotImplementedError``).
+
+    A test that expects the learner's code to raise (say, when the pool is out of blocks) lets this one
+    through: a stub has not raised "correctly".
+    """
 
 
 def require(condition: Any, message: str) -> None:
@@ -115,3 +128,101 @@ def _same(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return set(a.keys()) == set(b.keys()) and all(_same(a[k], b[k], rel_tol, abs_tol) for k in b)
     return type(a) is type(b) and b == a
+
+
+def yours(name: str) -> Any:
+    """The learner's function or class ``name``, from the calling cell's globals, made safe to call.
+
+    Calling it (and, for a class, every method of the instance it makes) turns a learner's exception
+    into one :class:`CheckFailed` line: a stub's ``NotImplementedError`` says the answer is not written
+    yet; any other error names the call, the exception and the line of the learner's cell it came
+    from. ``KeyboardInterrupt`` and ``SystemExit`` (not ``Exception``\\ s) pass through untouched.
+    """
+    __tracebackhide__ = True
+    namespace = sys._getframe(1).f_globals
+    if name not in namespace:
+        raise NotWritten(f"{name} is not defined yet: write it in its answer cell above (in place of "
+                          "raise NotImplementedError()) and run that cell.")
+    target = namespace[name]
+    if not callable(target):
+        raise CheckFailed(f"{name} should be a {'class' if name[:1].isupper() else 'function'}, "
+                          f"got {_show(target)}: run its answer cell again.")
+    return _Guarded(target, name)
+
+
+class _Guarded:
+    """A learner's callable; what calling it returns is wrapped the same way if it is an instance of it."""
+
+    def __init__(self, target: Any, name: str):
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_name", name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        target, name = object.__getattribute__(self, "_target"), object.__getattribute__(self, "_name")
+        call = f"{name}({', '.join([_arg(a) for a in args] + [f'{k}={_arg(v)}' for k, v in kwargs.items()])})"
+        try:
+            result = target(*args, **kwargs)
+        except CheckFailed:
+            raise
+        except NotImplementedError:
+            raise NotWritten(f"{name} is not written yet: replace raise NotImplementedError() "
+                              "in its answer cell with your code and run that cell.") from None
+        except Exception as exc:
+            raise CheckFailed(f"{call} raised {_describe(exc)}") from None
+        return _Instance(result, name) if isinstance(target, type) and isinstance(result, target) else result
+
+
+class _Instance:
+    """An object of a learner's class whose methods, looked up through it, are each :class:`_Guarded`."""
+
+    def __init__(self, target: Any, class_name: str):
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_name", class_name)
+
+    def __getattr__(self, attr: str) -> Any:
+        __tracebackhide__ = True
+        target, name = object.__getattribute__(self, "_target"), object.__getattribute__(self, "_name")
+        try:
+            value = getattr(target, attr)
+        except AttributeError:
+            raise CheckFailed(f"{name} has no {attr}: the question's interface lists it.") from None
+        except Exception as exc:
+            raise CheckFailed(f"{name}.{attr} raised {_describe(exc)}") from None
+        return _Guarded(value, f"{name}.{attr}") if callable(value) else value
+
+
+def _arg(x: Any) -> str:
+    """A call argument as the message shows it: tensors and arrays by shape, the rest by a short repr."""
+    shape = getattr(x, "shape", None) if type(x).__module__.split(".")[0] in ("numpy", "torch") else None
+    if shape is not None:
+        return f"<{type(x).__name__} of shape {list(shape)}>"
+    text = _show(x)
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message (line N: source)`` on one line, the line being the learner's that raised it."""
+    try:
+        message = " ".join(str(exc).split())
+    except Exception:  # an exception whose __str__ raises
+        message = "(its message could not be shown)"
+    message = message if len(message) <= 200 else message[:200] + "..."
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    where = _learner_frame(exc.__traceback__)
+    if where is None:
+        return text
+    lineno, source = where
+    return f"{text} (line {lineno}: {source})" if source else f"{text} (line {lineno})"
+
+
+def _learner_frame(tb) -> tuple[int, str] | None:
+    """(line, source) of the innermost frame in learner code: not in Python, an installed package or this library."""
+    installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    ours = str(Path(__file__).resolve().parents[1])
+    found = None
+    for frame, lineno in traceback.walk_tb(tb):
+        filename = frame.f_code.co_filename
+        if not any(filename.startswith(p) for p in installed | {ours}):
+            found = (lineno, linecache.getline(filename, lineno).strip())
+    return found

@@ -160,17 +160,27 @@ class _Guarded:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         target, name = object.__getattribute__(self, "_target"), object.__getattribute__(self, "_name")
-        call = f"{name}({', '.join([_arg(a) for a in args] + [f'{k}={_arg(v)}' for k, v in kwargs.items()])})"
+        shown = ", ".join([_arg(a) for a in args] + [f"{k}={_arg(v)}" for k, v in kwargs.items()])
+        call = f"{name}({shown if len(shown) <= 150 else shown[:150] + '...'})"
         try:
             result = target(*args, **kwargs)
         except CheckFailed:
             raise
-        except NotImplementedError:
-            raise NotWritten(f"{name} is not written yet: replace raise NotImplementedError() "
-                              "in its answer cell with your code and run that cell.") from None
         except Exception as exc:
+            if any(isinstance(e, NotImplementedError) for e in _causes(exc)):
+                raise NotWritten(f"{name.split('[')[0]} is not written yet: replace raise NotImplementedError() "
+                                 "in its answer cell with your code and run that cell.") from None
             raise CheckFailed(f"{call} raised {_describe(exc)}") from None
         return _Instance(result, name) if isinstance(target, type) and isinstance(result, target) else result
+
+    def __getitem__(self, key: Any) -> "_Guarded":
+        """``kernel[grid]``, as a Triton kernel is launched: the launcher is guarded like a call."""
+        __tracebackhide__ = True
+        target, name = object.__getattribute__(self, "_target"), object.__getattribute__(self, "_name")
+        try:
+            return _Guarded(target[key], f"{name}[{_arg(key)}]")
+        except Exception as exc:
+            raise CheckFailed(f"{name}[{_arg(key)}] raised {_describe(exc)}") from None
 
 
 class _Instance:
@@ -201,6 +211,14 @@ def _arg(x: Any) -> str:
     return text if len(text) <= 60 else text[:60] + "..."
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from, outermost first (Triton's interpreter wraps errors)."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None and len(chain) < 10:
+        chain.append(chain[-1].__cause__)
+    return chain
+
+
 def _describe(exc: BaseException) -> str:
     """``Type: message (line N: source)`` on one line, the line being the learner's that raised it."""
     try:
@@ -209,7 +227,7 @@ def _describe(exc: BaseException) -> str:
         message = "(its message could not be shown)"
     message = message if len(message) <= 200 else message[:200] + "..."
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    where = _learner_frame(exc.__traceback__)
+    where = next(filter(None, (_learner_frame(e.__traceback__) for e in reversed(_causes(exc)))), None)
     if where is None:
         return text
     lineno, source = where

@@ -25,6 +25,7 @@ PS2 = [
     ("q2_answer", "q2_tests", _BN.format("num_tokens // block_size")),  # floor
     ("q2_answer", "q2_tests", _BN.format("num_tokens // block_size + 1")),  # off by one at boundaries
     ("q2_answer", "q2_tests", "import math\n" + _BN.format("math.ceil(num_tokens / block_size)")),  # floats
+    ("q2_answer", "q2_tests", _BN.format("num_tokens // 0")),  # the learner's code raises: one line, not a traceback
     ("q3_answer", "q3_tests", _RS.format("(t // block_size)", "reserved, reserved - sum(lengths)")),
     ("q3_answer", "q3_tests", _RS.format("(-(-t // block_size))", "reserved - sum(lengths), reserved")),
     ("q3_answer", "q3_tests", _RS.format("(t // block_size + 1)", "reserved, reserved - sum(lengths)")),
@@ -74,6 +75,8 @@ PS2_STYLES = [
 
 _ALLOC = ("q2_tests", "q3_tests", "q4_tests")  # one class, three tests: a slip in what all use costs all
 PS3 = [
+    ("q1_answer", "q1_tests", "block_table[p // block_size] * block_size", "block_table[p] * block_size"),  # IndexError
+    ("q2_answer", _ALLOC, "return list(self.tables[request_id])", "return list(self.tables[request_id + 1])"),  # TypeError
     ("q1_answer", "q1_tests", "block_table[p // block_size] * block_size", "block_table[p // block_size]"),
     ("q1_answer", "q1_tests", "block_table[p // block_size] * block_size + p % block_size", "p"),
     ("q1_answer", "q1_tests", "p // block_size] * block_size + p % block_size", "(p - 1) // block_size] * block_size + (p - 1) % block_size + 1"),

@@ -156,6 +156,15 @@ def test_without_triton_the_bonus_is_skipped_in_one_line_and_nothing_else_change
     assert kernel.score(cells, good) == sum(points(cells).values()), "triton is back for the other tests"
 
 
+@pytest.mark.slow
+def test_a_learners_own_error_is_one_line_naming_the_line_of_their_cell(kernel):
+    cells = _cells("ps2_math")
+    answer = "def blocks_needed(num_tokens, block_size):\n    block_size -= block_size\n    return num_tokens // block_size\n"
+    verdicts = kernel.grade(cells, {**solutions(cells), "q2_answer": answer}, hidden=False)
+    assert verdicts["q2_tests"] == (False, "CheckFailed: blocks_needed(15, 4) raised ZeroDivisionError: integer division "
+                                    "or modulo by zero (line 3: return num_tokens // block_size)")
+
+
 def test_the_readme_states_each_sets_points():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for name in SETS:

@@ -3,7 +3,8 @@
 Comparisons trust only the expected value: a learner's object with a rigged ``__eq__`` (or an int
 subclass that says it equals everything) is judged by the plain value it holds, never by its own methods.
 A failure is a :class:`CheckFailed`, which IPython shows as its one-line message, not as a traceback
-through this file.
+through this file. Test cells reach learner code through :func:`yours`, so that an error raised inside
+the learner's own function (a stub's ``NotImplementedError``, a slip) is one such line too.
 """
 from __future__ import annotations
 
@@ -136,7 +137,7 @@ def yours(name: str) -> Any:
     Calling it (and, for a class, every method of the instance it makes) turns a learner's exception
     into one :class:`CheckFailed` line: a stub's ``NotImplementedError`` says the answer is not written
     yet; any other error names the call, the exception and the line of the learner's cell it came
-    from. ``KeyboardInterrupt`` and ``SystemExit`` (not ``Exception``\\ s) pass through untouched.
+    from. ``KeyboardInterrupt`` and ``SystemExit`` are not ``Exception`` subclasses: they pass through.
     """
     __tracebackhide__ = True
     namespace = sys._getframe(1).f_globals
@@ -151,7 +152,7 @@ def yours(name: str) -> Any:
 
 
 class _Guarded:
-    """A learner's callable; what calling it returns is wrapped the same way if it is an instance of it."""
+    """A learner's callable, called inside a guard; an instance of the learner's class comes back guarded too."""
 
     def __init__(self, target: Any, name: str):
         object.__setattr__(self, "_target", target)

@@ -54,7 +54,7 @@ class LiveKernel:
 
     def run(self, code: str, timeout_s: float = 60) -> tuple[bool, str]:
         """Run ``code``; return (passed marker seen and no error, the error's message or '')."""
-        seen = {"error": "", "passed": False, "stdout": ""}
+        seen = {"error": "", "passed": False, "stdout": "", "shown": ""}
 
         def hook(msg):
             kind, content = msg["msg_type"], msg["content"]
@@ -64,18 +64,21 @@ class LiveKernel:
                 seen["error"] = "\n".join(content["traceback"]) or f"{content['ename']}: {content['evalue']}"
             elif kind == "display_data" and PASS_MIME in content.get("data", {}):
                 seen["passed"] = True
+            elif kind in ("display_data", "execute_result"):
+                seen["shown"] += content.get("data", {}).get("text/plain", "<a display without text>") + "\n"
 
         self.kc.execute_interactive(code, output_hook=hook, timeout=timeout_s)
-        self.stdout = seen["stdout"]
+        self.stdout, self.shown = seen["stdout"], seen["shown"]
         return seen["passed"] and not seen["error"], seen["error"]
 
-    def expected_values(self, cells: list[dict], answers: dict[str, str], *, hidden: bool) -> list:
+    def expected_values(self, cells: list[dict], answers: dict[str, str], *, hidden: bool,
+                        sweeps: bool = False) -> list:
         """The expected and known-wrong values the test cells compare against, recorded in the kernel.
 
-        Checks of random sweeps (a list in the checked name) are left out: their values are many and
-        small, and none of them is an answer a learner could copy.
+        Checks of random sweeps (a list in the checked name) are left out unless ``sweeps``: their values
+        are many and small, and in a set graded on values none of them is an answer a learner could copy.
         """
-        self.run(_RECORD)
+        self.run(_RECORD.replace("_SWEEPS", str(sweeps)))
         self.grade(cells, answers, hidden=hidden)
         self.run("import pagedkv_lib.course.testcell as _t, json\nprint(json.dumps(_t._recorded, default=repr))\n"
                  "_t.fresh_checks_module = _t._unrecorded")
@@ -84,9 +87,11 @@ class LiveKernel:
     def grade(self, cells: list[dict], answers: dict[str, str], *, hidden: bool = True) -> dict[str, tuple[bool, str]]:
         """{test grade_id: (passed, message)} for ``cells`` with ``answers`` put in their answer cells.
 
-        ``hidden=False`` drops the hidden tests, leaving what a learner sees before handing in.
+        ``hidden=False`` drops the hidden tests, leaving what a learner sees before handing in. What each
+        test cell printed or displayed, other than its pass marker, is left in ``self.printed``.
         """
         self.run("get_ipython().run_line_magic('reset', '-f')")
+        self.printed = {}
         verdicts = {}
         for cell in cells:
             meta, source = _meta(cell), _src(cell)
@@ -99,6 +104,7 @@ class LiveKernel:
             passed, message = self.run(source)
             if meta.get("grade") and not meta.get("solution"):
                 verdicts[meta["grade_id"]] = (passed, message)
+                self.printed[meta["grade_id"]] = self.stdout + self.shown
         return verdicts
 
     def score(self, cells: list[dict], answers: dict[str, str], **kw) -> float:
@@ -115,13 +121,13 @@ def _recording_module(_t=_t):  # bound now: the namespace reset between versions
     check_value, check_known_mistakes = module.check_value, module.check_known_mistakes
 
     def recorded(name, got, expected, **kw):
-        if "[" not in name:  # a random sweep's cases (lists in the name) identify no answer
+        if _SWEEPS or "[" not in name:  # a random sweep's cases (lists in the name) identify no answer
             store.extend([expected, *[w for w, _ in kw.get("misconceptions", ())]])
         return check_value(name, got, expected, **kw)
 
     def recorded_mistakes(name, got, misconceptions, **kw):
         misconceptions = list(misconceptions)
-        store.extend(w for w, _ in misconceptions if "[" not in name)
+        store.extend(w for w, _ in misconceptions if _SWEEPS or "[" not in name)
         return check_known_mistakes(name, got, misconceptions, **kw)
 
     module.check_value, module.check_known_mistakes = recorded, recorded_mistakes

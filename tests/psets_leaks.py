@@ -70,3 +70,29 @@ def leaks(visible: set, hidden: set) -> list[tuple]:
     """(visible number, hidden value) pairs that give a hidden value away."""
     return sorted((v, h) for h in hidden if worth_checking(h) for v in visible
                   if (worth_checking(v) or h != int(h)) and near(v, h))
+
+
+_LIST = re.compile(r"\[\s*-?\d+(?:\s*,\s*-?\d+)+\s*\]")
+
+
+def code_lists(source: str) -> set[tuple]:
+    """Lists and tuples of two or more integers written as literals in a code cell."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) >= 2:
+            try:
+                value = ast.literal_eval(node)
+            except ValueError:
+                continue
+            if all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+                found.add(tuple(value))
+    return found
+
+
+def text_lists(text: str) -> set[tuple]:
+    """Bracketed lists of two or more integers written in prose or code spans: ``[28, 31, 8, 37]``."""
+    return {tuple(int(x) for x in m.strip("[] ").split(",")) for m in _LIST.findall(text)}

@@ -2,7 +2,8 @@
 
 MUTATIONS[set]: (answer cell, the test cell(s) that must fail, wrong source), or (answer cell, tests,
 old, new) for the reference answer with ``old`` replaced by ``new``. No other test may fail.
-STYLES[set]: (answer cell, correct source in another style), each keeping full marks.
+STYLES[set]: (answer cell, correct source in another style), or (answer cell, old, new) applied to the
+reference answer, each keeping full marks.
 """
 
 _KV = "def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):\n    return {}\n"
@@ -24,6 +25,7 @@ PS2 = [
     ("q2_answer", "q2_tests", _BN.format("num_tokens // block_size")),  # floor
     ("q2_answer", "q2_tests", _BN.format("num_tokens // block_size + 1")),  # off by one at boundaries
     ("q2_answer", "q2_tests", "import math\n" + _BN.format("math.ceil(num_tokens / block_size)")),  # floats
+    ("q2_answer", "q2_tests", _BN.format("num_tokens // 0")),  # the learner's code raises: one line, not a traceback
     ("q3_answer", "q3_tests", _RS.format("(t // block_size)", "reserved, reserved - sum(lengths)")),
     ("q3_answer", "q3_tests", _RS.format("(-(-t // block_size))", "reserved - sum(lengths), reserved")),
     ("q3_answer", "q3_tests", _RS.format("(t // block_size + 1)", "reserved, reserved - sum(lengths)")),
@@ -73,6 +75,8 @@ PS2_STYLES = [
 
 _ALLOC = ("q2_tests", "q3_tests", "q4_tests")  # one class, three tests: a slip in what all use costs all
 PS3 = [
+    ("q1_answer", "q1_tests", "block_table[p // block_size] * block_size", "block_table[p] * block_size"),  # IndexError
+    ("q2_answer", _ALLOC, "return list(self.tables[request_id])", "return list(self.tables[request_id + 1])"),  # TypeError
     ("q1_answer", "q1_tests", "block_table[p // block_size] * block_size", "block_table[p // block_size]"),
     ("q1_answer", "q1_tests", "block_table[p // block_size] * block_size + p % block_size", "p"),
     ("q1_answer", "q1_tests", "p // block_size] * block_size + p % block_size", "(p - 1) // block_size] * block_size + (p - 1) % block_size + 1"),
@@ -97,6 +101,13 @@ PS3 = [
     ("q5_answer", "q5_tests", "T = int(seq_lens[i])", "T = int(seq_lens[i]) - 1"),
     ("q5_answer", "q5_tests", "blocks = block_tables[i][: -(-T // S)].long()",
      "blocks = torch.arange(-(-T // S))"),  # ignores the block table
+    # the Triton bonus
+    ("bonus_answer", "bonus_tests", "heads = h * GROUP + g", "heads = g * H_KV + h"),  # h % H_kv
+    ("bonus_answer", "bonus_tests", "axis=2) * scale", "axis=2)"),  # no 1/sqrt(D)
+    ("bonus_answer", "bonus_tests", "ok = j * S + s < T", "ok = s < S"),  # reads past T
+    ("bonus_answer", "bonus_tests", "block = tl.load(tables_ptr + b * max_blocks + j)", "block = j"),  # no table
+    ("bonus_answer", "bonus_tests", "acc = acc * alpha[:, None] +", "acc = acc +"),  # no online rescaling
+    ("bonus_answer", "bonus_tests", "range(0, tl.cdiv(T, S))", "range(0, T // S)"),  # drops the partial block
 ]
 
 PS3_STYLES = [
@@ -112,6 +123,9 @@ PS3_STYLES = [
                   "        k, v = k.repeat_interleave(G, 1).transpose(0, 1), v.repeat_interleave(G, 1).transpose(0, 1)\n"
                   "        outs.append(F.scaled_dot_product_attention(q[b][:, None], k, v)[:, 0])\n"
                   "    return torch.stack(outs)\n"),
+    ("bonus_answer", "            alpha = tl.exp(m - m_new)", "            alpha = tl.exp2((m - m_new) * 1.4426950408889634)"),
+    ("bonus_answer", "            p = tl.exp(scores - m_new[:, None])",  # base-2 exponents, as GPU kernels use
+     "            p = tl.exp2((scores - m_new[:, None]) * 1.4426950408889634)"),
 ]
 
 PS1 = [(f"{q}_answer", f"{q}_tests", f"{var} = {value}\n") for q, var, values in [

@@ -80,6 +80,19 @@ def test_problem_set_has_enough_graded_questions(name):
         assert all(m["points"] > 0 for m in graded)
 
 
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_validate_on_an_untouched_set_reports_one_line_messages(tmp_path, name):
+    """nbgrader's own Validate on the released stubs: each failure is the checks' one line, no traceback."""
+    root = _copy_course(tmp_path / "course")
+    for student in (root / course.RELEASE / name).glob("*.ipynb"):
+        out = course.nbgrader("validate", str(student), course_dir=root)
+        assert "VALIDATION FAILED" in out, out[-2000:]
+        assert "Traceback" not in out and 'File "' not in out, out[-4000:]
+        errors = [e.strip() for e in re.findall(r"The error was:\n\n(.*?)\n\n", out, re.S)]
+        checks = [e for e in errors if e != "You did not provide a response."]  # a written answer left blank
+        assert checks and all(e.startswith("CheckFailed: ") and "\n" not in e for e in checks), errors
+
+
 def test_pipeline_end_to_end(tmp_path):
     root = _copy_course(tmp_path / "course")
 

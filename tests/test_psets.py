@@ -8,19 +8,21 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from conftest import REPO
 from psets_kernel import LiveKernel, load, points, solutions
-from psets_leaks import code_numbers, leaks, text_numbers
+from psets_leaks import code_lists, code_numbers, leaks, text_lists, text_numbers
 from psets_mutations import MUTATIONS, STYLES
 
 pytestmark = [pytest.mark.xdist_group("psets-kernel")]
 
 SETS = sorted(MUTATIONS)
 # Sets whose graded answers include values (numbers a learner could copy). ps3_code grades functions
-# and a class on random inputs only, so it has no value to leak.
+# and a class on random inputs, so what could leak there is a hidden case's expected result, or a
+# reference's output shown by a visible cell: its own test below.
 VALUE_SETS = [name for name in SETS if name != "ps3_code"]
 
 
@@ -42,7 +44,9 @@ def test_correct_answers_in_every_style_keep_full_marks(kernel, name):
     full = sum(points(cells).values())
     good = solutions(cells)
     assert kernel.score(cells, good) == full
-    for answer_id, source in STYLES[name]:
+    for answer_id, *change in STYLES[name]:
+        source = good[answer_id].replace(*change) if len(change) == 2 else change[0]
+        assert len(change) == 1 or change[0] in good[answer_id], f"{name}: the style's text is not in {answer_id}"
         verdicts = kernel.grade(cells, {**good, answer_id: source})
         failed = {g: m for g, (ok, m) in verdicts.items() if not ok}
         assert not failed, f"{name}: a correct {answer_id} in another style lost points: {failed}"
@@ -97,6 +101,87 @@ def test_no_visible_cell_gives_a_hidden_value_away(kernel, name):
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         shown |= code_numbers(source) if cell["cell_type"] == "code" else text_numbers(source)
     assert not leaks(shown, hidden), f"{name}: visible numbers give hidden values away: {leaks(shown, hidden)}"
+
+
+def _released(name):
+    return _cells(name, folder="exercises")
+
+
+@pytest.mark.slow
+def test_no_visible_cell_of_ps3_holds_a_hidden_result_or_shows_a_reference_output(kernel):
+    """ps3 grades behaviours. Its hidden cases' expected results (slot lists) appear in no visible cell,
+    and its visible test cells, run on correct and on stub answers, show nothing but their one-line
+    verdicts: the references they drive (BlockManager, paged_decode_reference) never print a result."""
+    cells = _cells("ps3_code")
+    good = solutions(cells)
+
+    def lists(values):
+        return {tuple(v) for v in values if isinstance(v, list) and len(v) >= 2
+                and all(isinstance(x, int) for x in v)}
+
+    hidden = (lists(kernel.expected_values(cells, good, hidden=True, sweeps=True))
+              - lists(kernel.expected_values(cells, good, hidden=False, sweeps=True)))
+    assert len(hidden) >= 50, "the hidden slot-mapping cases should be recorded"
+    shown = set()
+    for cell in _released("ps3_code"):
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        shown |= code_lists(source) if cell["cell_type"] == "code" else text_lists(source)
+    assert (28, 31, 8, 37) in shown, "the worked example's answer is given in the question"
+    assert not shown & hidden, f"visible cells hold hidden expected results: {sorted(shown & hidden)[:5]}"
+
+    stubs = {}  # the released answer cells as they are: stubs
+    for answers in (good, stubs):
+        verdicts = kernel.grade(_released("ps3_code"), answers, hidden=False)
+        for test_id, (passed, message) in verdicts.items():
+            assert not kernel.printed[test_id].strip(), f"{test_id} shows more than its verdict: {kernel.printed[test_id]!r}"
+            assert passed or message.startswith("CheckFailed: ") and "\n" not in message, message
+
+
+@pytest.mark.slow
+def test_without_triton_the_bonus_is_skipped_in_one_line_and_nothing_else_changes(kernel):
+    cells = _cells("ps3_code")
+    good = solutions(cells)
+    kernel.run("import sys\nsys.modules['_pagedkv_triton'] = sys.modules.get('triton')\nsys.modules['triton'] = None")
+    try:
+        verdicts = kernel.grade(cells, good)
+        kernel.run(good["bonus_answer"])
+        printed = kernel.stdout
+    finally:
+        kernel.run("import sys\nsys.modules['triton'] = sys.modules.pop('_pagedkv_triton')")
+    assert printed.strip() == "Bonus skipped: triton is not installed here (this costs you no points)."
+    failed = {g: m for g, (ok, m) in verdicts.items() if not ok}
+    assert list(failed) == ["bonus_tests"], failed
+    assert failed["bonus_tests"] == ("CheckFailed: Bonus skipped: triton is not installed here, so the bonus scores 0; "
+                                     "this costs you nothing (the set is graded out of 23 points).")
+    assert kernel.score(cells, good) == sum(points(cells).values()), "triton is back for the other tests"
+
+
+@pytest.mark.slow
+def test_a_learners_own_error_is_one_line_naming_the_line_of_their_cell(kernel):
+    cells = _cells("ps2_math")
+    answer = "def blocks_needed(num_tokens, block_size):\n    block_size -= block_size\n    return num_tokens // block_size\n"
+    verdicts = kernel.grade(cells, {**solutions(cells), "q2_answer": answer}, hidden=False)
+    assert verdicts["q2_tests"] == (False, "CheckFailed: blocks_needed(15, 4) raised ZeroDivisionError: integer division "
+                                    "or modulo by zero (line 3: return num_tokens // block_size)")
+
+
+def test_the_readme_states_each_sets_points():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for name in SETS:
+        graded = [c["metadata"]["nbgrader"] for c in _cells(name) if c["metadata"].get("nbgrader", {}).get("grade")]
+        bonus = sum(m["points"] for m in graded if m["grade_id"].startswith("bonus"))
+        auto = sum(m["points"] for m in graded if not m["solution"]) - bonus
+        manual = sum(m["points"] for m in graded if m["solution"])
+        row = re.search(rf"^\| `{name}` \|.*\| (\d+) \+ (\d+) = (\d+)(?:, \+ (\d+) bonus)? \|$", readme, re.M)
+        assert row, f"README.md has no points row for {name}"
+        assert [int(g or 0) for g in row.groups()] == [auto, manual, auto + manual, bonus], (name, row.group(0))
+        assert 20 <= auto + manual <= 40, f"{name}: a set is worth 20 to 40 points"
+
+
+def test_the_list_finder_reads_literals_and_prose():
+    assert code_lists("want = [28, 31, 8, 37]\nx = (1, 2)\ny = [1]\nz = [a, 2]\n") == {(28, 31, 8, 37), (1, 2)}
+    assert text_lists("positions `[0, 3, 4, 9]` map to slots `[28, 31, 8, 37]`; [5] is one") == \
+        {(0, 3, 4, 9), (28, 31, 8, 37)}
 
 
 def test_the_leak_finder_flags_a_hidden_value_and_values_one_factor_away():

@@ -3,15 +3,21 @@
 Comparisons trust only the expected value: a learner's object with a rigged ``__eq__`` (or an int
 subclass that says it equals everything) is judged by the plain value it holds, never by its own methods.
 A failure is a :class:`CheckFailed`, which IPython shows as its one-line message, not as a traceback
-through this file.
+through this file. Test cells reach learner code through :func:`yours`, so that an error raised inside
+the learner's own function (a stub's ``NotImplementedError``, a slip) is one such line too.
 """
 from __future__ import annotations
 
 import decimal
 import fractions
+import linecache
 import math
 import numbers
 import operator
+import sys
+import sysconfig
+import traceback
+from pathlib import Path
 from typing import Any, Iterable
 
 
@@ -20,6 +26,14 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"CheckFailed: {self}"]
+
+
+class NotWritten(CheckFailed):
+    """The learner's function or class is still the stub (it raised ``NotImplementedError``).
+
+    A test that expects the learner's code to raise (say, when the pool is out of blocks) lets this one
+    through: a stub has not raised "correctly".
+    """
 
 
 def require(condition: Any, message: str) -> None:
@@ -115,3 +129,119 @@ def _same(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return set(a.keys()) == set(b.keys()) and all(_same(a[k], b[k], rel_tol, abs_tol) for k in b)
     return type(a) is type(b) and b == a
+
+
+def yours(name: str) -> Any:
+    """The learner's function or class ``name``, from the calling cell's globals, made safe to call.
+
+    Calling it (and, for a class, every method of the instance it makes) turns a learner's exception
+    into one :class:`CheckFailed` line: a stub's ``NotImplementedError`` says the answer is not written
+    yet; any other error names the call, the exception and the line of the learner's cell it came
+    from. ``KeyboardInterrupt`` and ``SystemExit`` are not ``Exception`` subclasses: they pass through.
+    """
+    __tracebackhide__ = True
+    namespace = sys._getframe(1).f_globals
+    if name not in namespace:
+        raise NotWritten(f"{name} is not defined yet: write it in its answer cell above (in place of "
+                          "raise NotImplementedError()) and run that cell.")
+    target = namespace[name]
+    if not callable(target):
+        raise CheckFailed(f"{name} should be a {'class' if name[:1].isupper() else 'function'}, "
+                          f"got {_show(target)}: run its answer cell again.")
+    return _Guarded(target, name)
+
+
+class _Guarded:
+    """A learner's callable, called inside a guard; an instance of the learner's class comes back guarded too."""
+
+    def __init__(self, target: Any, name: str):
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_name", name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        target, name = object.__getattribute__(self, "_target"), object.__getattribute__(self, "_name")
+        shown = ", ".join([_arg(a) for a in args] + [f"{k}={_arg(v)}" for k, v in kwargs.items()])
+        call = f"{name}({shown if len(shown) <= 150 else shown[:150] + '...'})"
+        try:
+            result = target(*args, **kwargs)
+        except CheckFailed:
+            raise
+        except Exception as exc:
+            if any(isinstance(e, NotImplementedError) for e in _causes(exc)):
+                raise NotWritten(f"{name.split('[')[0]} is not written yet: replace raise NotImplementedError() "
+                                 "in its answer cell with your code and run that cell.") from None
+            raise CheckFailed(f"{call} raised {_describe(exc)}") from None
+        return _Instance(result, name) if isinstance(target, type) and isinstance(result, target) else result
+
+    def __getitem__(self, key: Any) -> "_Guarded":
+        """``kernel[grid]``, as a Triton kernel is launched: the launcher is guarded like a call."""
+        __tracebackhide__ = True
+        target, name = object.__getattribute__(self, "_target"), object.__getattribute__(self, "_name")
+        try:
+            return _Guarded(target[key], f"{name}[{_arg(key)}]")
+        except Exception as exc:
+            raise CheckFailed(f"{name}[{_arg(key)}] raised {_describe(exc)}") from None
+
+
+class _Instance:
+    """An object of a learner's class whose methods, looked up through it, are each :class:`_Guarded`."""
+
+    def __init__(self, target: Any, class_name: str):
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_name", class_name)
+
+    def __getattr__(self, attr: str) -> Any:
+        __tracebackhide__ = True
+        target, name = object.__getattribute__(self, "_target"), object.__getattribute__(self, "_name")
+        try:
+            value = getattr(target, attr)
+        except AttributeError:
+            raise CheckFailed(f"{name} has no {attr}: the question's interface lists it.") from None
+        except Exception as exc:
+            raise CheckFailed(f"{name}.{attr} raised {_describe(exc)}") from None
+        return _Guarded(value, f"{name}.{attr}") if callable(value) else value
+
+
+def _arg(x: Any) -> str:
+    """A call argument as the message shows it: tensors and arrays by shape, the rest by a short repr."""
+    shape = getattr(x, "shape", None) if type(x).__module__.split(".")[0] in ("numpy", "torch") else None
+    if shape is not None:
+        return f"<{type(x).__name__} of shape {list(shape)}>"
+    text = _show(x)
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from, outermost first (Triton's interpreter wraps errors)."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None and len(chain) < 10:
+        chain.append(chain[-1].__cause__)
+    return chain
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message (line N: source)`` on one line, the line being the learner's that raised it."""
+    try:
+        message = " ".join(str(exc).split())
+    except Exception:  # an exception whose __str__ raises
+        message = "(its message could not be shown)"
+    message = message if len(message) <= 200 else message[:200] + "..."
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    where = next(filter(None, (_learner_frame(e.__traceback__) for e in reversed(_causes(exc)))), None)
+    if where is None:
+        return text
+    lineno, source = where
+    return f"{text} (line {lineno}: {source})" if source else f"{text} (line {lineno})"
+
+
+def _learner_frame(tb) -> tuple[int, str] | None:
+    """(line, source) of the innermost frame in learner code: not in Python, an installed package or this library."""
+    installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    ours = str(Path(__file__).resolve().parents[1])
+    found = None
+    for frame, lineno in traceback.walk_tb(tb):
+        filename = frame.f_code.co_filename
+        if not any(filename.startswith(p) for p in installed | {ours}):
+            found = (lineno, linecache.getline(filename, lineno).strip())
+    return found

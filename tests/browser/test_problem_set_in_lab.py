@@ -7,7 +7,7 @@ from .jlab import REPO, accept_dialog, open_notebook, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
-# ps2_math now; every other released set is picked up as it lands in exercises/.
+# Every released set in exercises/.
 PSETS = sorted(str(p.relative_to(REPO)) for p in (REPO / "exercises").glob("*/*.ipynb"))
 WRONG_BLOCKS = ("def blocks_needed(num_tokens, block_size):\n"
                 "    return num_tokens // block_size   # rounds down: the mistake\n")
@@ -34,16 +34,7 @@ def validate(page) -> str:
     return text
 
 
-# A known defect, kept as a strict xfail so it is noticed when fixed: where an untouched answer is a
-# function stub, its NotImplementedError reaches Validate as a full traceback from inside the learner's
-# function (value answers fail with the checks' one-line message).
-_TRACEBACK_IN_VALIDATE = pytest.mark.xfail(strict=True, reason="Validate shows the traceback of a stub's "
-                                           "NotImplementedError raised inside the learner's function")
-VALIDATE_CASES = [pytest.param(p, marks=_TRACEBACK_IN_VALIDATE) if ("ps2_math" in p or "ps3_code" in p) else p
-                  for p in PSETS]
-
-
-@pytest.mark.parametrize("path", VALIDATE_CASES, ids=lambda p: p.split("/")[1])
+@pytest.mark.parametrize("path", PSETS, ids=lambda p: p.split("/")[1])
 def test_validate_on_the_untouched_set_gives_short_messages(lab, page, path):
     open_notebook(page, lab, path)
     page.screenshot(path=str(page.shots / "00-opened.png"))

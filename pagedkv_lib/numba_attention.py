@@ -68,7 +68,8 @@ __all__ = ["NUMBA_MISSING", "paged_decode_numba", "launch_unchecked", "warm_up",
 # LLVM fast-math flags: reorder sums (vectorised dot products), fuse multiply-adds, approximate
 # reciprocals and exp. Without 'nnan' and 'ninf' NaN and infinity keep IEEE meaning.
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}
-_STEP_TOKENS = 64  # tokens between online-softmax updates, rounded to whole blocks
+_STEP_TOKENS = 32  # tokens between online-softmax updates, rounded to whole blocks
+_LINE_BYTES = 64   # a cache line: the unit a prefetch requests
 _LAUNCH_LOCK = threading.Lock()
 _F16_TO_F32 = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(np.float32)
 _BF16_TO_F32 = (np.arange(2**16, dtype=np.uint32) << 16).view(np.float32)
@@ -80,29 +81,62 @@ def _jit(**options):
     return njit(**options) if numba is not None else (lambda fn: fn)
 
 
-def _row(cache, block, slot, upcast, buf):
-    """Token ``slot`` of physical ``block``: its ``[H_kv, D]`` K or V row in fp32, in kernels only.
+def _block(cache, block, n, upcast, buf):
+    """Physical ``block`` of a K or V cache as ``[S, H_kv, D]`` fp32, its first ``n`` rows valid; in kernels only.
 
-    numba compiles one of two versions by the type of ``upcast`` (:func:`_row_versions`): an fp32
-    cache (``upcast is None``) is read where it lies; a 16-bit cache is upcast into ``buf`` through
-    the table ``upcast``, of every bit pattern's fp32 value.
+    numba compiles one of two versions by the type of ``upcast`` (:func:`_block_versions`): an fp32
+    cache (``upcast is None``) is read where it lies; the ``n`` rows of a 16-bit cache are upcast
+    into ``buf`` through the table ``upcast``, of every bit pattern's fp32 value.
     """
-    raise TypeError("_row runs only inside numba-compiled kernels")
+    raise TypeError("_block runs only inside numba-compiled kernels")
+
+
+def _prefetch(address):
+    """Ask the CPU to start loading the cache line at ``address`` (bytes); in kernels only, never faults."""
+    raise TypeError("_prefetch runs only inside numba-compiled kernels")
 
 
 if numba is not None:
-    @numba.extending.overload(_row, jit_options={"fastmath": _FASTMATH})
-    def _row_versions(cache, block, slot, upcast, buf):
-        """numba picks one of :func:`_row`'s two branches by the type of ``upcast``, at compile time."""
-        if isinstance(upcast, numba.types.NoneType):
-            return lambda cache, block, slot, upcast, buf: cache[block, slot]
+    from llvmlite import ir
+    from numba.core import cgutils
 
-        def upcast_row(cache, block, slot, upcast, buf):
-            for h in range(buf.shape[0]):
-                for d in range(buf.shape[1]):
-                    buf[h, d] = upcast[cache[block, slot, h, d]]
+    @numba.extending.overload(_block, jit_options={"fastmath": _FASTMATH}, inline="always")
+    def _block_versions(cache, block, n, upcast, buf):
+        """numba picks one of :func:`_block`'s two branches by the type of ``upcast``, at compile time."""
+        if isinstance(upcast, numba.types.NoneType):
+            return lambda cache, block, n, upcast, buf: cache[block]
+
+        def upcast_block(cache, block, n, upcast, buf):
+            for s in range(n):
+                for h in range(buf.shape[1]):
+                    for d in range(buf.shape[2]):
+                        buf[s, h, d] = upcast[cache[block, s, h, d]]
             return buf
-        return upcast_row
+        return upcast_block
+
+    @numba.extending.intrinsic
+    def _prefetch_intrinsic(typingctx, address):
+        """LLVM's ``llvm.prefetch`` (read, keep in all cache levels, data) of one address."""
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            pointer = builder.inttoptr(args[0], ir.PointerType(ir.IntType(8)))
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]), "llvm.prefetch.p0")
+            builder.call(fn, [pointer, i32(0), i32(3), i32(1)])
+            return context.get_dummy_value()
+        return numba.types.void(numba.types.intp), codegen
+
+    @numba.extending.overload(_prefetch, inline="always")
+    def _prefetch_versions(address):
+        return lambda address: _prefetch_intrinsic(address)
+
+
+@_jit(inline="always")
+def _prefetch_row(cache, block, slot):
+    """Request every cache line of token ``slot``'s row in physical ``block`` (4 KiB: 64 lines)."""
+    row = cache.ctypes.data + block * cache.strides[0] + slot * cache.strides[1]
+    for offset in range(0, cache.strides[1], _LINE_BYTES):
+        _prefetch(row + offset)
 
 
 @_jit(parallel=True, cache=True, fastmath=_FASTMATH)
@@ -128,7 +162,10 @@ def _paged_decode_kernel(q, k_cache, v_cache, block_tables, seq_lens, order, sca
 
     The Triton kernel runs one program per (request, KV head) and reads ``[S, D]`` tiles. On a
     CPU a program per request is faster: in this layout one token's KV heads are adjacent (a
-    4 KiB row at 8 x 128 fp32), while one head's consecutive tokens sit a row apart.
+    4 KiB row at 8 x 128 fp32), while one head's consecutive tokens sit a row apart. And where a
+    GPU hides memory latency with thousands of threads, a core asks for rows before it needs them:
+    the V rows of a step while it computes that step's scores, the next step's K rows while it
+    adds this step's V rows (:func:`_prefetch_row`).
     """
     batch, num_q_heads, head_dim = q.shape
     S, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
@@ -140,76 +177,106 @@ def _paged_decode_kernel(q, k_cache, v_cache, block_tables, seq_lens, order, sca
         l = np.zeros(num_q_heads, dtype=np.float32)          # running sum of exp(score - m)
         acc = np.zeros((num_q_heads, head_dim), dtype=np.float32)  # running sum of exp(..) * v
         p = np.empty((num_q_heads, step_blocks * S), dtype=np.float32)
-        buf = np.empty((num_kv_heads, head_dim), dtype=np.float32)
+        two_k = np.empty(step_blocks * S, dtype=np.int32)    # scratch of _exp_shifted
+        buf = np.empty((S, num_kv_heads, head_dim), dtype=np.float32)
         num_blocks = (T + S - 1) // S
         for j0 in range(0, num_blocks, step_blocks):     # a step: blocks j0 .. j1 - 1
             j1 = min(j0 + step_blocks, num_blocks)
-            n = _scores(qs, k_cache, block_tables[b], T, j0, j1, upcast, buf, p)
-            _online_softmax(p, n, m, l, acc)
-            _add_values(p, v_cache, block_tables[b], T, j0, j1, upcast, buf, acc)
+            n = _scores(qs, k_cache, v_cache, block_tables[b], T, j0, j1, upcast, buf, p)
+            _online_softmax(p, n, m, l, acc, two_k)
+            _add_values(p, v_cache, k_cache, block_tables[b], T, j0, j1, upcast, buf, acc)
         for hq in range(num_q_heads):
             for d in range(head_dim):
                 out[b, hq, d] = acc[hq, d] / l[hq]
 
 
 @_jit(cache=True, fastmath=_FASTMATH)
-def _scores(qs, k_cache, table, T, j0, j1, upcast, buf, p):
-    """``p[:, t] = qs . k_t`` for the step's tokens ``t``, block by block; returns their count (>= 1)."""
+def _scores(qs, k_cache, v_cache, table, T, j0, j1, upcast, buf, p):
+    """``p[:, t] = qs . k_t`` for the step's tokens ``t``, block by block; returns their count (>= 1).
+
+    Also requests each token's V row, which :func:`_add_values` reads next.
+    """
     S, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
     group = qs.shape[0] // num_kv_heads
     t = 0
     for j in range(j0, j1):
-        block = table[j]
-        for slot in range(min(S, T - j * S)):              # slots past T are never read
-            k = _row(k_cache, block, slot, upcast, buf)
+        n = min(S, T - j * S)                              # slots past T are never read
+        k = _block(k_cache, table[j], n, upcast, buf)
+        for slot in range(n):
+            _prefetch_row(v_cache, table[j], slot)
             for h in range(num_kv_heads):
-                k_h = k[h]
                 for hq in range(h * group, (h + 1) * group):   # the G query heads of KV head h
-                    q_h = qs[hq]
                     s = np.float32(0.0)
                     for d in range(head_dim):
-                        s += q_h[d] * k_h[d]
-                    p[hq, t] = s
-            t += 1
+                        s += qs[hq, d] * k[slot, h, d]
+                    p[hq, t + slot] = s
+        t += n
     return t
 
 
 @_jit(cache=True, fastmath=_FASTMATH)
-def _online_softmax(p, n, m, l, acc):
+def _online_softmax(p, n, m, l, acc, two_k):
     """Fold ``n`` new scores per query head into ``m``, ``l``; rescale ``acc``; scores become weights."""
     for hq in range(p.shape[0]):
         m_new = m[hq]
         for t in range(n):
             m_new = max(m_new, p[hq, t])
         alpha = np.exp(m[hq] - m_new)                      # 0 on the first step, where m = -inf
-        total = np.float32(0.0)
-        for t in range(n):
-            p[hq, t] = np.exp(p[hq, t] - m_new)
-            total += p[hq, t]
-        l[hq] = l[hq] * alpha + total
+        l[hq] = l[hq] * alpha + _exp_shifted(p[hq], n, m_new, two_k)
         m[hq] = m_new
         for d in range(acc.shape[1]):
             acc[hq, d] *= alpha
 
 
+@_jit(cache=True, fastmath=_FASTMATH, inline="always")
+def _exp_shifted(x, n, shift, two_k):
+    """``x[:n] = exp(x[:n] - shift)`` for ``x <= shift``, in loops LLVM vectorises; returns their sum.
+
+    libm's ``expf`` is one scalar call per score. Here ``e**y = 2**k * e**r`` with
+    ``k = round(y / ln 2)`` and ``|r| <= ln(2) / 2``: ``e**r`` by its Taylor series to ``r**7``
+    (truncation error below 6e-9, relative), ``2**k`` from its exponent bits, written as int32 into
+    ``two_k`` and read back as fp32. ``y`` is clamped at -87 (``e**-87`` is 1.6e-38, still a normal
+    fp32), so a weight that should underflow to 0 is at most that; NaN passes through.
+    """
+    total = np.float32(0.0)
+    for t in range(n):
+        y = x[t] - shift
+        y = y if not y < np.float32(-87.0) else np.float32(-87.0)   # NaN compares false: kept
+        k = np.floor(y * np.float32(1.442695) + np.float32(0.5))
+        r = y - k * np.float32(0.6931472)
+        e_r = np.float32(1.0) + r * (np.float32(1.0) + r * (np.float32(1 / 2) + r * (np.float32(1 / 6) + r * (
+            np.float32(1 / 24) + r * (np.float32(1 / 120) + r * (np.float32(1 / 720) + r * np.float32(1 / 5040)))))))
+        two_k[t] = (np.int32(k) + np.int32(127)) << np.int32(23)  # the fp32 bits of 2**k, k >= -126
+        x[t] = e_r
+    two_k_f32 = two_k.view(np.float32)
+    for t in range(n):
+        x[t] *= two_k_f32[t]
+        total += x[t]
+    return total
+
+
 @_jit(cache=True, fastmath=_FASTMATH)
-def _add_values(p, v_cache, table, T, j0, j1, upcast, buf, acc):
-    """``acc += p @ V`` over the step's tokens, reading each V row in place."""
+def _add_values(p, v_cache, k_cache, table, T, j0, j1, upcast, buf, acc):
+    """``acc += p @ V`` over the step's tokens, reading each V row in place.
+
+    Also requests the K rows of the next step, which :func:`_scores` reads next.
+    """
     S, num_kv_heads, head_dim = v_cache.shape[1], v_cache.shape[2], v_cache.shape[3]
     group = acc.shape[0] // num_kv_heads
+    ahead = j1 - j0                                        # block j + ahead: the same place, next step
     t = 0
     for j in range(j0, j1):
-        block = table[j]
-        for slot in range(min(S, T - j * S)):
-            v = _row(v_cache, block, slot, upcast, buf)
+        n = min(S, T - j * S)
+        v = _block(v_cache, table[j], n, upcast, buf)
+        for slot in range(n):
+            if (j + ahead) * S + slot < T:
+                _prefetch_row(k_cache, table[j + ahead], slot)
             for h in range(num_kv_heads):
-                v_h = v[h]
                 for hq in range(h * group, (h + 1) * group):
-                    w = p[hq, t]
-                    acc_h = acc[hq]
+                    w = p[hq, t + slot]
                     for d in range(head_dim):
-                        acc_h[d] += w * v_h[d]
-            t += 1
+                        acc[hq, d] += w * v[slot, h, d]
+        t += n
 
 
 def paged_decode_numba(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables,

@@ -132,10 +132,15 @@ if numba is not None:
 
 
 @_jit(inline="always")
-def _prefetch_row(cache, block, slot):
-    """Request every cache line of token ``slot``'s row in physical ``block`` (4 KiB: 64 lines)."""
+def _prefetch_row(cache, block, slot, num_bytes):
+    """Request the first ``num_bytes`` of token ``slot``'s row in physical ``block``, line by line.
+
+    All of a row (``cache.strides[1]``: 4 KiB, 64 lines, at 8 x 128 fp32) is requested one pass
+    before it is read. One line of it (``_LINE_BYTES``) is requested a pass earlier still: at
+    4 KiB a row is a page of memory, and its first touch waits for the address translation.
+    """
     row = cache.ctypes.data + block * cache.strides[0] + slot * cache.strides[1]
-    for offset in range(0, cache.strides[1], _LINE_BYTES):
+    for offset in range(0, num_bytes, _LINE_BYTES):
         _prefetch(row + offset)
 
 
@@ -194,16 +199,20 @@ def _paged_decode_kernel(q, k_cache, v_cache, block_tables, seq_lens, order, sca
 def _scores(qs, k_cache, v_cache, table, T, j0, j1, upcast, buf, p):
     """``p[:, t] = qs . k_t`` for the step's tokens ``t``, block by block; returns their count (>= 1).
 
-    Also requests each token's V row, which :func:`_add_values` reads next.
+    Also requests each token's V row, which :func:`_add_values` reads next, and the first line
+    of the next step's K rows.
     """
     S, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
     group = qs.shape[0] // num_kv_heads
+    ahead = j1 - j0                                        # block j + ahead: the same place, next step
     t = 0
     for j in range(j0, j1):
         n = min(S, T - j * S)                              # slots past T are never read
         k = _block(k_cache, table[j], n, upcast, buf)
         for slot in range(n):
-            _prefetch_row(v_cache, table[j], slot)
+            _prefetch_row(v_cache, table[j], slot, v_cache.strides[1])
+            if (j + ahead) * S + slot < T:
+                _prefetch_row(k_cache, table[j + ahead], slot, _LINE_BYTES)
             for h in range(num_kv_heads):
                 for hq in range(h * group, (h + 1) * group):   # the G query heads of KV head h
                     s = np.float32(0.0)
@@ -259,7 +268,8 @@ def _exp_shifted(x, n, shift, two_k):
 def _add_values(p, v_cache, k_cache, table, T, j0, j1, upcast, buf, acc):
     """``acc += p @ V`` over the step's tokens, reading each V row in place.
 
-    Also requests the K rows of the next step, which :func:`_scores` reads next.
+    Also requests the K rows of the next step, which :func:`_scores` reads next, and the first
+    line of its V rows.
     """
     S, num_kv_heads, head_dim = v_cache.shape[1], v_cache.shape[2], v_cache.shape[3]
     group = acc.shape[0] // num_kv_heads
@@ -270,7 +280,8 @@ def _add_values(p, v_cache, k_cache, table, T, j0, j1, upcast, buf, acc):
         v = _block(v_cache, table[j], n, upcast, buf)
         for slot in range(n):
             if (j + ahead) * S + slot < T:
-                _prefetch_row(k_cache, table[j + ahead], slot)
+                _prefetch_row(k_cache, table[j + ahead], slot, k_cache.strides[1])
+                _prefetch_row(v_cache, table[j + ahead], slot, _LINE_BYTES)
             for h in range(num_kv_heads):
                 for hq in range(h * group, (h + 1) * group):
                     w = p[hq, t + slot]

@@ -15,7 +15,7 @@ and :func:`decode_function` falls back to ``paged_decode_online`` with one warni
 The compiled kernel and what it does for speed on a CPU are in :mod:`pagedkv_lib.numba_kernel`;
 this module is the checked entry, the launch, and the fallback. Pitfalls, and what is done about each:
 
-* Compile time: the first call compiles for 3-7 s per cache dtype (fp32, or 16-bit).
+* Compile time: the first call compiles for 3-8 s per cache dtype (fp32, or 16-bit).
   ``cache=True`` keeps the machine code on disk (under a second to load): in the package's
   ``__pycache__`` when that is writable, else in numba's per-user cache folder, or wherever
   ``NUMBA_CACHE_DIR`` points. Signatures are kept to two: q and the tables are normalised to

@@ -54,7 +54,6 @@ def _prefetch(address):
 
 if numba is not None:
     from llvmlite import ir
-    from numba.core import cgutils
 
     @numba.extending.overload(_block, jit_options={"fastmath": _FASTMATH}, inline="always")
     def _block_versions(cache, block, n, upcast, buf):
@@ -76,8 +75,8 @@ if numba is not None:
         def codegen(context, builder, signature, args):
             i32 = ir.IntType(32)
             pointer = builder.inttoptr(args[0], ir.PointerType(ir.IntType(8)))
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]), "llvm.prefetch.p0")
+            fn = builder.module.declare_intrinsic(      # named llvm.prefetch.p0 (or .p0i8 on older LLVM)
+                "llvm.prefetch", [pointer.type], ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]))
             builder.call(fn, [pointer, i32(0), i32(3), i32(1)])
             return context.get_dummy_value()
         return numba.types.void(numba.types.intp), codegen

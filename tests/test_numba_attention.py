@@ -122,6 +122,21 @@ def test_the_vectorised_exp_keeps_nan(na):
     assert 0 <= out[3] <= 1.7e-38
 
 
+@settings(max_examples=200, deadline=None)
+@given(lens=st.lists(st.integers(1, 5000), min_size=0, max_size=70), num_threads=st.integers(1, 5))
+def test_balanced_order_gives_each_threads_run_about_equal_tokens(lens, num_threads):
+    """Split the way numba's workqueue splits a prange (equal runs, the last ones one longer), every
+    run holds within max(lens) tokens of every other, and every request is launched once."""
+    from pagedkv_lib.numba_attention import balanced_order
+    order = balanced_order(np.array(lens, dtype=np.int64), num_threads)
+    assert sorted(order.tolist()) == list(range(len(lens)))
+    n = max(1, min(num_threads, len(lens)))
+    sizes = [len(lens) // n + (i >= n - len(lens) % n) for i in range(n)]
+    ends = np.cumsum(sizes)
+    totals = [sum(lens[r] for r in order[end - size:end]) for size, end in zip(sizes, ends)]
+    assert max(totals) - min(totals) <= max(lens, default=0)
+
+
 def test_int32_tables_lists_and_a_strided_cache_are_accepted(na):
     batch = random_paged_batch([7, 20], block_size=4, seed=5)
     expected = na.paged_decode_numba(*batch.args())

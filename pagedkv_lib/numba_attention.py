@@ -12,9 +12,10 @@ Optional dependency: ``pip install 'pagedkv_lib[fast]'`` (numba). Without numba 
 still imports, :data:`NUMBA_MISSING` says why, :func:`paged_decode_numba` raises ImportError
 and :func:`decode_function` falls back to ``paged_decode_online`` with one warning line.
 
-Pitfalls, and what this module does about each:
+The compiled kernel and what it does for speed on a CPU are in :mod:`pagedkv_lib.numba_kernel`;
+this module is the checked entry, the launch, and the fallback. Pitfalls, and what is done about each:
 
-* Compile time: the first call compiles for 3-7 s per cache dtype (fp32, or 16-bit).
+* Compile time: the first call compiles for 3-8 s per cache dtype (fp32, or 16-bit).
   ``cache=True`` keeps the machine code on disk (under a second to load): in the package's
   ``__pycache__`` when that is writable, else in numba's per-user cache folder, or wherever
   ``NUMBA_CACHE_DIR`` points. Signatures are kept to two: q and the tables are normalised to
@@ -26,9 +27,9 @@ Pitfalls, and what this module does about each:
 * Threading layer: ``workqueue``, numba's own (no extra library, every platform). ``omp``
   loads a second libgomp beside torch's and aborts a process that forks after using it, and
   ``tbb`` needs a separate package. ``workqueue`` aborts when two Python threads launch at
-  once, so every launch holds :data:`_LAUNCH_LOCK`; ragged batches are scheduled one request
-  at a time (``parallel_chunksize(1)``), longest first. An explicit ``NUMBA_THREADING_LAYER``
-  is respected.
+  once, so every launch holds :data:`_LAUNCH_LOCK`. It splits the requests into one equal-count
+  run per thread, whatever ``parallel_chunksize`` says, so :func:`balanced_order` orders a ragged
+  batch to give every run about the same tokens. An explicit ``NUMBA_THREADING_LAYER`` is respected.
 * No bounds checks inside the kernel: :func:`paged_decode_numba` checks every argument first.
 * Fast math without ``nnan``/``ninf``: reassociation (vectorised dot products) but NaN and
   infinity keep their meaning; the prototype this kernel grew from measured full
@@ -45,171 +46,26 @@ import numpy as np
 import torch
 
 from .attention import check_decode_inputs, check_scale, paged_decode_online
+from .numba_kernel import NUMBA_IMPORT_ERROR, STEP_TOKENS, _paged_decode_kernel, numba
 
-try:
-    import numba
-    import numba.extending
-    from numba import njit, prange
-    from numba.np.ufunc import parallel as _numba_parallel
-    NUMBA_MISSING: str | None = None
-    """None when numba imported; otherwise the one line that says what is missing and how to get it."""
-except ImportError as exc:
-    numba = None
-    NUMBA_MISSING = (f"numba is not installed ({exc}): `pip install 'pagedkv_lib[fast]'` "
+NUMBA_MISSING: str | None = None
+"""None when numba imported; otherwise the one line that says what is missing and how to get it."""
+if numba is None:
+    NUMBA_MISSING = (f"numba is not installed ({NUMBA_IMPORT_ERROR}): `pip install 'pagedkv_lib[fast]'` "
                      "for the fused paged decode kernel")
 else:
+    from numba.np.ufunc import parallel as _numba_parallel
     # The layer is chosen at the first parallel launch in the process; a user's choice stands.
     if "NUMBA_THREADING_LAYER" not in os.environ and not _numba_parallel._is_initialized:
         numba.config.THREADING_LAYER = "workqueue"
 
-__all__ = ["NUMBA_MISSING", "paged_decode_numba", "launch_unchecked", "warm_up", "decode_function",
-           "threading_layer"]
+__all__ = ["NUMBA_MISSING", "paged_decode_numba", "launch_unchecked", "balanced_order", "warm_up",
+           "decode_function", "threading_layer"]
 
-# LLVM fast-math flags: reorder sums (vectorised dot products), fuse multiply-adds, approximate
-# reciprocals and exp. Without 'nnan' and 'ninf' NaN and infinity keep IEEE meaning.
-_FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}
-_STEP_TOKENS = 64  # tokens between online-softmax updates, rounded to whole blocks
 _LAUNCH_LOCK = threading.Lock()
 _F16_TO_F32 = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(np.float32)
 _BF16_TO_F32 = (np.arange(2**16, dtype=np.uint32) << 16).view(np.float32)
 _UPCAST = {torch.float16: _F16_TO_F32, torch.bfloat16: _BF16_TO_F32}
-
-
-def _jit(**options):
-    """``numba.njit(**options)`` with numba present; without it, leave the function uncompiled."""
-    return njit(**options) if numba is not None else (lambda fn: fn)
-
-
-def _row(cache, block, slot, upcast, buf):
-    """Token ``slot`` of physical ``block``: its ``[H_kv, D]`` K or V row in fp32, in kernels only.
-
-    numba compiles one of two versions by the type of ``upcast`` (:func:`_row_versions`): an fp32
-    cache (``upcast is None``) is read where it lies; a 16-bit cache is upcast into ``buf`` through
-    the table ``upcast``, of every bit pattern's fp32 value.
-    """
-    raise TypeError("_row runs only inside numba-compiled kernels")
-
-
-if numba is not None:
-    @numba.extending.overload(_row, jit_options={"fastmath": _FASTMATH})
-    def _row_versions(cache, block, slot, upcast, buf):
-        """numba picks one of :func:`_row`'s two branches by the type of ``upcast``, at compile time."""
-        if isinstance(upcast, numba.types.NoneType):
-            return lambda cache, block, slot, upcast, buf: cache[block, slot]
-
-        def upcast_row(cache, block, slot, upcast, buf):
-            for h in range(buf.shape[0]):
-                for d in range(buf.shape[1]):
-                    buf[h, d] = upcast[cache[block, slot, h, d]]
-            return buf
-        return upcast_row
-
-
-@_jit(parallel=True, cache=True, fastmath=_FASTMATH)
-def _paged_decode_kernel(q, k_cache, v_cache, block_tables, seq_lens, order, scale, upcast,
-                         step_blocks, out):
-    """One program = one request ``b``, serving all its query heads from each K/V row it reads.
-
-    What program b touches, for T = seq_lens[b] tokens in N = ceil(T / S) blocks::
-
-        q[b]                         [H_q, D], scaled once
-        block_tables[b, 0:N]         one block id per block j:  [ 7 | 2 | 9 | junk.. ]
-                                                                  |   |   |
-        k_cache / v_cache  block 2   [ # # # # ]  j = 1  <--------+---'   |
-                           block 7   [ # # # # ]  j = 0  <--------'       |
-                           block 9   [ # # # . ]  j = 2  <----------------'
-                                       each # is one token's [H_kv, D] row, read in place;
-                                       slots with j*S + s >= T are never read
-        out[b]                       [H_q, D], written once
-
-    Every K row is dotted with the G query heads of each KV head (GQA). Every ``step_blocks``
-    blocks, a running max ``m`` and sum ``l`` per query head (fp32) rescale the accumulator when
-    the max grows; then that step's V rows are added in, weighted by their probabilities.
-
-    The Triton kernel runs one program per (request, KV head) and reads ``[S, D]`` tiles. On a
-    CPU a program per request is faster: in this layout one token's KV heads are adjacent (a
-    4 KiB row at 8 x 128 fp32), while one head's consecutive tokens sit a row apart.
-    """
-    batch, num_q_heads, head_dim = q.shape
-    S, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
-    for i in prange(batch):
-        b = order[i]
-        T = seq_lens[b]
-        qs = q[b] * scale
-        m = np.full(num_q_heads, -np.inf, dtype=np.float32)  # running max of scores
-        l = np.zeros(num_q_heads, dtype=np.float32)          # running sum of exp(score - m)
-        acc = np.zeros((num_q_heads, head_dim), dtype=np.float32)  # running sum of exp(..) * v
-        p = np.empty((num_q_heads, step_blocks * S), dtype=np.float32)
-        buf = np.empty((num_kv_heads, head_dim), dtype=np.float32)
-        num_blocks = (T + S - 1) // S
-        for j0 in range(0, num_blocks, step_blocks):     # a step: blocks j0 .. j1 - 1
-            j1 = min(j0 + step_blocks, num_blocks)
-            n = _scores(qs, k_cache, block_tables[b], T, j0, j1, upcast, buf, p)
-            _online_softmax(p, n, m, l, acc)
-            _add_values(p, v_cache, block_tables[b], T, j0, j1, upcast, buf, acc)
-        for hq in range(num_q_heads):
-            for d in range(head_dim):
-                out[b, hq, d] = acc[hq, d] / l[hq]
-
-
-@_jit(cache=True, fastmath=_FASTMATH)
-def _scores(qs, k_cache, table, T, j0, j1, upcast, buf, p):
-    """``p[:, t] = qs . k_t`` for the step's tokens ``t``, block by block; returns their count (>= 1)."""
-    S, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
-    group = qs.shape[0] // num_kv_heads
-    t = 0
-    for j in range(j0, j1):
-        block = table[j]
-        for slot in range(min(S, T - j * S)):              # slots past T are never read
-            k = _row(k_cache, block, slot, upcast, buf)
-            for h in range(num_kv_heads):
-                k_h = k[h]
-                for hq in range(h * group, (h + 1) * group):   # the G query heads of KV head h
-                    q_h = qs[hq]
-                    s = np.float32(0.0)
-                    for d in range(head_dim):
-                        s += q_h[d] * k_h[d]
-                    p[hq, t] = s
-            t += 1
-    return t
-
-
-@_jit(cache=True, fastmath=_FASTMATH)
-def _online_softmax(p, n, m, l, acc):
-    """Fold ``n`` new scores per query head into ``m``, ``l``; rescale ``acc``; scores become weights."""
-    for hq in range(p.shape[0]):
-        m_new = m[hq]
-        for t in range(n):
-            m_new = max(m_new, p[hq, t])
-        alpha = np.exp(m[hq] - m_new)                      # 0 on the first step, where m = -inf
-        total = np.float32(0.0)
-        for t in range(n):
-            p[hq, t] = np.exp(p[hq, t] - m_new)
-            total += p[hq, t]
-        l[hq] = l[hq] * alpha + total
-        m[hq] = m_new
-        for d in range(acc.shape[1]):
-            acc[hq, d] *= alpha
-
-
-@_jit(cache=True, fastmath=_FASTMATH)
-def _add_values(p, v_cache, table, T, j0, j1, upcast, buf, acc):
-    """``acc += p @ V`` over the step's tokens, reading each V row in place."""
-    S, num_kv_heads, head_dim = v_cache.shape[1], v_cache.shape[2], v_cache.shape[3]
-    group = acc.shape[0] // num_kv_heads
-    t = 0
-    for j in range(j0, j1):
-        block = table[j]
-        for slot in range(min(S, T - j * S)):
-            v = _row(v_cache, block, slot, upcast, buf)
-            for h in range(num_kv_heads):
-                v_h = v[h]
-                for hq in range(h * group, (h + 1) * group):
-                    w = p[hq, t]
-                    acc_h = acc[hq]
-                    for d in range(head_dim):
-                        acc_h[d] += w * v_h[d]
-            t += 1
 
 
 def paged_decode_numba(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables,
@@ -253,17 +109,36 @@ def launch_unchecked(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         kc, vc = _as_array(k_cache), _as_array(v_cache)
         lens = _as_array(seq_lens.to(torch.int64))
         tables = _as_array(block_tables.to(torch.int64))
-        order = np.argsort(-lens, kind="stable")          # longest first: no long request starts last
-        step_blocks = max(1, _STEP_TOKENS // k_cache.shape[1])
+        order = balanced_order(lens, numba.get_num_threads())
+        step_blocks = max(1, STEP_TOKENS // k_cache.shape[1])
         qs = _as_array(q.detach().float())
         with _LAUNCH_LOCK:                                  # workqueue: one launch at a time
-            chunk = numba.set_parallel_chunksize(1)         # ragged batches: one request at a time
+            chunk = numba.set_parallel_chunksize(1)         # omp/tbb: one request at a time
             try:
                 _paged_decode_kernel(qs, kc, vc, tables, lens, order, np.float32(scale), upcast,
                                      step_blocks, out)
             finally:
                 numba.set_parallel_chunksize(chunk)
     return torch.from_numpy(out).to(q.dtype)
+
+
+def balanced_order(seq_lens: np.ndarray, num_threads: int) -> np.ndarray:
+    """The order to launch requests in so that each thread's share of them holds about equal tokens.
+
+    numba's ``workqueue`` layer gives each of n threads one contiguous run of the ``prange``, of
+    ``B // n`` iterations, the last ``B % n`` runs one more (measured with numba 0.68;
+    ``parallel_chunksize(1)`` changes nothing). Sorted longest first, the first thread would get all
+    the long requests. So the sorted requests are dealt out in a snake (threads 0, 1, .., n-1,
+    n-1, .., 1, 0, 0, 1, ..), the last incomplete round to the last threads, and each thread's hand
+    is laid end to end: the runs then differ by at most ``max(seq_lens)`` tokens. Returns request
+    indices, a permutation of ``range(len(seq_lens))``.
+    """
+    longest_first = np.argsort(-np.asarray(seq_lens), kind="stable")
+    n = max(1, min(num_threads, len(longest_first)))
+    left = len(longest_first) % n                          # the shortest few, one each for the last threads
+    lap, seat = np.divmod(np.arange(len(longest_first) - left), n)
+    thread = np.concatenate([np.where(lap % 2 == 0, seat, n - 1 - seat), np.arange(n - left, n)])
+    return longest_first[np.argsort(thread, kind="stable")]
 
 
 def _as_array(t: torch.Tensor) -> np.ndarray:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -92,6 +93,48 @@ def test_matches_paged_decode_online_on_random_batches(na, lens, S, num_kv_heads
     torch.testing.assert_close(out.float(), online.float(), atol=2 * atol, rtol=2 * rtol)
     if dtype == torch.float32:
         torch.testing.assert_close(out, reference(batch, scale), atol=1e-5, rtol=1e-5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(scores=st.lists(st.floats(-150.0, 0.0, width=32), min_size=1, max_size=70),
+       shift=st.floats(-40.0, 40.0, width=32))
+def test_the_vectorised_exp_agrees_with_float64_exp(na, scores, shift):
+    """The kernel's exp of ``score - shift`` (all <= 0): within 3e-7 relative, or at most 1.6e-38 where
+    float64 gives less (the clamp at -87); the sum it returns is the sum of what it wrote."""
+    from pagedkv_lib.numba_kernel import _exp_shifted
+    x = np.array(scores, dtype=np.float32) + np.float32(shift)
+    y = (x - np.float32(shift)).astype(np.float64)           # the fp32 difference the kernel takes
+    out = x.copy()
+    total = _exp_shifted(out, len(out), np.float32(shift), np.empty(len(out), dtype=np.int32))
+    expected = np.exp(y)
+    normal = expected >= 1.7e-38
+    np.testing.assert_allclose(out[normal], expected[normal], rtol=3e-7, atol=0)
+    assert ((out[~normal] >= 0) & (out[~normal] <= 1.7e-38)).all()
+    assert total == pytest.approx(float(out.astype(np.float64).sum()), rel=1e-6)
+
+
+def test_the_vectorised_exp_keeps_nan(na):
+    from pagedkv_lib.numba_kernel import _exp_shifted
+    out = np.array([0.0, np.nan, -1.0, -np.inf], dtype=np.float32)
+    total = _exp_shifted(out, 4, np.float32(0.0), np.empty(4, dtype=np.int32))
+    assert np.isnan(out[1]) and np.isnan(total)
+    np.testing.assert_allclose(out[[0, 2]], [1.0, np.exp(-1.0)], rtol=3e-7)
+    assert 0 <= out[3] <= 1.7e-38
+
+
+@settings(max_examples=200, deadline=None)
+@given(lens=st.lists(st.integers(1, 5000), min_size=0, max_size=70), num_threads=st.integers(1, 5))
+def test_balanced_order_gives_each_threads_run_about_equal_tokens(lens, num_threads):
+    """Split the way numba's workqueue splits a prange (equal runs, the last ones one longer), every
+    run holds within max(lens) tokens of every other, and every request is launched once."""
+    from pagedkv_lib.numba_attention import balanced_order
+    order = balanced_order(np.array(lens, dtype=np.int64), num_threads)
+    assert sorted(order.tolist()) == list(range(len(lens)))
+    n = max(1, min(num_threads, len(lens)))
+    sizes = [len(lens) // n + (i >= n - len(lens) % n) for i in range(n)]
+    ends = np.cumsum(sizes)
+    totals = [sum(lens[r] for r in order[end - size:end]) for size, end in zip(sizes, ends)]
+    assert max(totals) - min(totals) <= max(lens, default=0)
 
 
 def test_int32_tables_lists_and_a_strided_cache_are_accepted(na):

@@ -185,7 +185,10 @@ class BlockManager(BlockManagerQueries):
         """Every other append: new blocks, copy-on-write, and caching the blocks that became full."""
         S, pool, table, tokens, n = self.block_size, self._pool, seq.table, seq.tokens, len(new)
         T = len(tokens)
-        need, cow = self._append_need(seq, n)
+        # _append_need's rule, written out: that call cost the sharing simulation ~3%
+        # (benchmarks/RESULTS.md, 2026-12-01); tests hold can_append to what this does.
+        cow = T % S > 0 and self._ref[table[-1]] > 1
+        need = cow + (T + n + S - 1) // S - len(table)
         if need > pool.num_free:
             raise OutOfBlocksError(
                 f"request {request_id!r} needs {need} new blocks of {S} token slots to append {n} "
@@ -246,9 +249,7 @@ class BlockManager(BlockManagerQueries):
         """
         T, S = len(seq.tokens), self.block_size
         cow = n > 0 and T % S > 0 and self._ref[seq.table[-1]] > 1
-        # ceil((T + n) / S) written out: this runs on every block-filling append, and calling
-        # blocks_needed here cost the sharing simulation ~4% (benchmarks/RESULTS.md, 2026-12-01).
-        return cow + (T + n + S - 1) // S - len(seq.table), cow
+        return cow + blocks_needed(T + n, S) - len(seq.table), cow
 
     # ----------------------------------------------------------------- helpers
 

@@ -77,11 +77,12 @@ class BlockPool:
         else:  # every uncached block, then evict the least recently freed cached ones
             taken = free[::-1]
             free.clear()
-            pop = self._lru.popitem
-            evicted = [pop(last=False)[0] for _ in range(n - len(taken))]
-            self.cache.forget(evicted)  # their token ids are about to be overwritten
-            self.evictions += len(evicted)
-            taken += evicted
+            evict, pop, forget = n - len(taken), self._lru.popitem, self.cache.forget
+            for _ in range(evict):
+                b = pop(last=False)[0]
+                forget(b)  # its token states are about to be overwritten
+                taken.append(b)
+            self.evictions += evict
         for b in taken:
             ref[b] = 1
         self.allocated += n

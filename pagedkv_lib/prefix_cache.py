@@ -83,9 +83,7 @@ class PrefixCache:
             parent = uid[owner]
         return parent
 
-    def forget(self, blocks: Iterable[int]) -> None:
-        """Drop cached ``blocks`` (they are being reused for other tokens); their ids die with them."""
-        block_of, key, uid = self.block_of, self.key, self.uid
-        for b in blocks:
-            del block_of[key[b]]
-            key[b] = uid[b] = None
+    def forget(self, b: int) -> None:
+        """Drop cached block ``b`` (it is being reused for other tokens); its id dies with it."""
+        del self.block_of[self.key[b]]
+        self.key[b] = self.uid[b] = None

@@ -21,14 +21,18 @@ def _constant(node: ast.AST):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _nodes(source: str) -> list:
+    """Every node of a code cell's syntax tree (none for a cell that does not parse, such as a magic)."""
+    try:
+        return list(ast.walk(ast.parse(source)))
+    except SyntaxError:
+        return []
+
+
 def code_numbers(source: str) -> set:
     """Literals of a code cell and the values of its constant sub-expressions."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
     found = set()
-    for node in ast.walk(tree):
+    for node in _nodes(source):
         if isinstance(node, (ast.Constant, ast.BinOp, ast.UnaryOp)):
             value = _constant(node)
             if value is not None:
@@ -77,12 +81,8 @@ _LIST = re.compile(r"\[\s*-?\d+(?:\s*,\s*-?\d+)+\s*\]")
 
 def code_lists(source: str) -> set[tuple]:
     """Lists and tuples of two or more integers written as literals in a code cell."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
     found = set()
-    for node in ast.walk(tree):
+    for node in _nodes(source):
         if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) >= 2:
             try:
                 value = ast.literal_eval(node)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from .browser_server import Server, launch
+from .pages import page_screenshots, wait_until_idle
 
 OUTPUT = ".output_subarea"
 """One output of a cell, or of an Output widget, in the classic notebook's page."""
@@ -56,11 +57,7 @@ def kernel_status(page) -> str:
 
 
 def wait_idle(page, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while kernel_status(page) != "idle":
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the kernel is still {kernel_status(page)!r} after {timeout:.0f} s")
-        page.wait_for_timeout(250)
+    wait_until_idle(page, kernel_status, timeout)
 
 
 def open_notebook(page, server: Server, path: str):
@@ -95,19 +92,7 @@ def run_all(page, notebook, timeout: float = 240) -> None:
 
 def screenshots(page, name: str, step: int = 600) -> list:
     """Screenshots of the whole notebook, one window height at a time (the page scrolls in ``#site``)."""
-    site = page.locator("#site")
-    site.evaluate("(e) => e.scrollTo(0, 0)")
-    paths, top = [], 0
-    while True:
-        page.wait_for_timeout(150)
-        path = page.shots / f"{name}-{len(paths):02d}.png"
-        page.screenshot(path=str(path))
-        paths.append(path)
-        top += step
-        if top >= site.evaluate("(e) => e.scrollHeight - e.clientHeight") + step:
-            break
-        site.evaluate(f"(e) => e.scrollTo(0, {top})")
-    return paths
+    return page_screenshots(page, page.locator("#site"), name, step)
 
 
 def error_outputs(notebook) -> list[str]:

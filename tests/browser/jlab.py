@@ -5,6 +5,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .pages import page_screenshots, wait_until_idle
+
 REPO = Path(__file__).resolve().parents[2]
 
 # Code cells whose longest line is wider than the editor shows (CodeMirror does not wrap by default).
@@ -30,11 +32,7 @@ def kernel_status(page) -> str:
 
 
 def wait_idle(page, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while kernel_status(page) != "idle":
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the kernel is still {kernel_status(page)!r} after {timeout:.0f} s")
-        page.wait_for_timeout(250)
+    wait_until_idle(page, kernel_status, timeout)
 
 
 def accept_dialog(page) -> str:
@@ -98,19 +96,7 @@ def scroller(page):
 
 def screenshots(page, name: str, step: int = 650) -> list:
     """Screenshots of the whole notebook, one window height at a time, from the top."""
-    outer = scroller(page)
-    outer.evaluate("(e) => e.scrollTo(0, 0)")
-    paths, top = [], 0
-    while True:
-        page.wait_for_timeout(150)
-        path = page.shots / f"{name}-{len(paths):02d}.png"
-        page.screenshot(path=str(path))
-        paths.append(path)
-        top += step
-        if top >= outer.evaluate("(e) => e.scrollHeight - e.clientHeight") + step:
-            break
-        outer.evaluate(f"(e) => e.scrollTo(0, {top})")
-    return paths
+    return page_screenshots(page, scroller(page), name, step)
 
 
 def error_outputs(notebook) -> list[str]:

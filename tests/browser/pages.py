@@ -7,6 +7,8 @@ same classes in both (``.widget-vbox``, ``.widget-hbox``, ``button``).
 """
 from __future__ import annotations
 
+import time
+
 
 def images_js(output: str) -> str:
     """JS for ``root.evaluate``: is every <img> of an output decoded, not blank (pixels vary), not clipped?"""
@@ -89,3 +91,28 @@ def check_gate(page, notebook, box, name: str, reveal: str, wait_idle) -> list[s
     page.wait_for_timeout(500)
     assert out.count() == shown, "a second commit changed the reveal"
     return revealed
+
+
+def page_screenshots(page, outer, name: str, step: int) -> list:
+    """Screenshots of a notebook that scrolls inside the element ``outer``, ``step`` pixels at a time, from the top."""
+    outer.evaluate("(e) => e.scrollTo(0, 0)")
+    paths, top = [], 0
+    while True:
+        page.wait_for_timeout(150)
+        path = page.shots / f"{name}-{len(paths):02d}.png"
+        page.screenshot(path=str(path))
+        paths.append(path)
+        top += step
+        if top >= outer.evaluate("(e) => e.scrollHeight - e.clientHeight") + step:
+            break
+        outer.evaluate(f"(e) => e.scrollTo(0, {top})")
+    return paths
+
+
+def wait_until_idle(page, kernel_status, timeout: float) -> None:
+    """Poll ``kernel_status(page)`` (the front end's reading of the kernel indicator) until it says idle."""
+    deadline = time.monotonic() + timeout
+    while kernel_status(page) != "idle":
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the kernel is still {kernel_status(page)!r} after {timeout:.0f} s")
+        page.wait_for_timeout(250)

@@ -48,12 +48,17 @@ test: $(STAMP)  ## the whole suite: library, properties, notebooks, nbgrader pip
 # then 04_demo in the classic notebook in chromium (PAGEDKV_CLASSIC=1: that test may not skip here).
 # widgetsnbextension 3.6.6: in 3.6.7 to 3.6.10 the classic notebook cannot create an Output widget
 # ("_deserialize_state is not a function"), so no gate appears; Colab draws widgets with its own front end.
-COLAB_VENV := .venv-colab
-COLAB_PINS := 'ipywidgets==7.7.1' 'notebook==6.5.7' 'widgetsnbextension==3.6.6'
-test-colab:  ## the widget tests and all lessons under ipywidgets 7.7.1 (Colab's), 04_demo in the classic notebook, in .venv-colab
+COLAB_VENV  := .venv-colab
+COLAB_STAMP := $(COLAB_VENV)/.installed
+COLAB_PINS  := 'ipywidgets==7.7.1' 'notebook==6.5.7' 'widgetsnbextension==3.6.6'
+# Installed once, like .venv; again when the package's requirements or these pins (in this file) change.
+$(COLAB_STAMP): pyproject.toml constraints.txt Makefile
 	@test -x $(COLAB_VENV)/bin/python || $(PYTHON) -m venv $(COLAB_VENV)
 	$(COLAB_VENV)/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,browser]' $(COLAB_PINS)
 	$(COLAB_VENV)/bin/python -c "import ipywidgets; assert ipywidgets.__version__ == '7.7.1', ipywidgets.__version__"
+	@touch $(COLAB_STAMP)
+
+test-colab: $(COLAB_STAMP)  ## the widget tests and all lessons under ipywidgets 7.7.1 (Colab's), 04_demo in the classic notebook, in .venv-colab
 	PATH="$(CURDIR)/$(COLAB_VENV)/bin:$$PATH" PAGEDKV_CLASSIC=1 $(COLAB_VENV)/bin/python -m pytest -n 2 -p no:cacheprovider \
 		tests/test_widgets.py tests/test_lab.py tests/test_colab.py tests/test_lessons_gated.py \
 		tests/browser/test_classic_notebook.py

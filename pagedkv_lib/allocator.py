@@ -44,7 +44,6 @@ from collections.abc import Sequence
 from ._checks import check_int, check_new_id, check_salt, check_token_ids, unhashable_id_error
 from .accounting import blocks_needed
 from .allocator_queries import BlockManagerQueries
-from .allocator_stats import AllocatorStats  # noqa: F401 (re-exported)
 from .block_pool import BlockPool
 from .errors import (DuplicateRequestError, InvariantError, OutOfBlocksError,  # noqa: F401 (re-exported)
                      UnknownRequestError)

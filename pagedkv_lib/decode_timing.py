@@ -46,15 +46,11 @@ def contiguous_layouts(batch: PagedBatch) -> ContiguousBatch:
     for b, (k, v) in enumerate(zip(batch.keys, batch.values)):
         k_pad[b, :, : len(k)] = k.transpose(0, 1)
         v_pad[b, :, : len(v)] = v.transpose(0, 1)
-    per_request = [(_contiguous(k_pad[b : b + 1, :, :t]), _contiguous(v_pad[b : b + 1, :, :t]))
+    # .contiguous() is the view itself for a request as long as the longest, else a copy
+    per_request = [(k_pad[b : b + 1, :, :t].contiguous(), v_pad[b : b + 1, :, :t].contiguous())
                    for b, t in enumerate(lens)]
     padding = torch.arange(t_max) >= torch.tensor(lens)[:, None]
     return ContiguousBatch(per_request, k_pad, v_pad, padding)
-
-
-def _contiguous(t: torch.Tensor) -> torch.Tensor:
-    """``t`` itself when already contiguous (a request as long as the longest), else a copy."""
-    return t if t.is_contiguous() else t.contiguous()
 
 
 def sdpa_decode(q: torch.Tensor, cont: ContiguousBatch) -> torch.Tensor:

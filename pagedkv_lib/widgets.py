@@ -122,7 +122,7 @@ class Gate:
             if not matches:
                 raise ValueError(f"prediction for {self.id!r} must be one of {self.choices!r}, got {value!r}")
             value = matches[0]
-            right = value in self.answer if self._tied else value == self.answer
+            right = self.is_right(value)
         else:
             value = parse_number(f"prediction for {self.id!r}", value)
             right = _close(value, self.answer, self.tolerance)
@@ -141,6 +141,10 @@ class Gate:
             return ""
         return (f"You predicted {self._shown(self.prediction)}; it is {self._shown(self.answer)} "
                 f"({self.outcome}).")
+
+    def is_right(self, choice) -> bool:
+        """Whether ``choice`` (one of ``choices``) is the answer, or one of the tied answers."""
+        return choice in self.answer if self._tied else choice == self.answer
 
     @property
     def _tied(self) -> bool:

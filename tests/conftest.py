@@ -11,6 +11,14 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO = Path(__file__).resolve().parents[1]
+LESSONS = sorted((REPO / "notebooks").glob("*.ipynb"))
+
+
+def execute_lesson(nb, path: Path) -> list:
+    """Run notebook ``nb`` (read from ``path``) in a fresh kernel, in place; return its error outputs."""
+    from nbclient import NotebookClient  # imported here: most test files never run a notebook
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    return [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
 
 # "ci" is the default: enough examples to find real bugs, bounded so `make test` stays quick on 2 cores.
 settings.register_profile("ci", max_examples=200, deadline=None,

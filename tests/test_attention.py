@@ -212,7 +212,7 @@ def test_write_kv_accepts_an_empty_slot_list():
 def _decode_args():
     """B=2 (5 and 17 tokens), H_q=4, D=16, blocks of 8 tokens; tables of 4 entries (32 tokens)."""
     batch = random_paged_batch([5, 17], block_size=8, group=2, spare_blocks=2, extra_columns=1)
-    return batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens
+    return batch.args()
 
 
 def test_decode_args_have_the_shapes_the_messages_below_name():

@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import REPO
+from conftest import LESSONS as ALL_LESSONS
 
-LESSONS = [p for p in sorted((REPO / "notebooks").glob("*.ipynb")) if p.stem in ("01_intuition", "02_math", "03_code")]
+LESSONS = [p for p in ALL_LESSONS if p.stem in ("01_intuition", "02_math", "03_code")]
 
 
 def cells(path: Path):

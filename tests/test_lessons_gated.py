@@ -10,11 +10,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from conftest import REPO
-
-LESSONS = sorted((REPO / "notebooks").glob("*.ipynb"))
+from conftest import LESSONS, execute_lesson
 
 PROBE = '''\
 from pagedkv_lib import widgets as _W
@@ -24,7 +21,7 @@ for _g in list(_W._GATES.values()):
         continue
     _view = _g.widget                      # the widgets a learner clicks
     if _g.choices is not None:
-        _wrong = [c for c in _g.choices if not (c in _g.answer if _g._tied else c == _g.answer)]
+        _wrong = [c for c in _g.choices if not _g.is_right(c)]
         _view.input.value = str((_wrong or _g.choices)[0])
     else:
         _view.input.value = str(_g.answer * 3 + 1)
@@ -56,9 +53,7 @@ def test_lesson_runs_with_every_gate_committed(path: Path, monkeypatch):
         if cell.cell_type == "code":
             cells.append(nbformat.v4.new_code_cell(PROBE))
     nb.cells = cells
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = execute_lesson(nb, path)
     assert not errors, errors[0].get("evalue") if errors else ""
     printed = "".join(o["text"] for c in nb.cells if c.source == PROBE for o in c.outputs
                       if o.get("name") == "stdout")   # a cell's stdout may arrive in several pieces

@@ -3,11 +3,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from conftest import REPO
-
-LESSONS = sorted((REPO / "notebooks").glob("*.ipynb"))
+from conftest import LESSONS, execute_lesson
 
 
 def test_there_are_lessons():
@@ -27,6 +24,5 @@ def test_lesson_is_committed_clean(path: Path):
 def test_lesson_runs_top_to_bottom(path: Path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = execute_lesson(nb, path)
     assert not errors

@@ -89,6 +89,11 @@ class Server:
             body = resp.read()
         return json.loads(body) if body else None
 
+    def close_sessions(self) -> None:
+        """Shut every kernel session down, so that the next notebook opens in a fresh kernel."""
+        for session in self.api("api/sessions"):
+            self.api(f"api/sessions/{session['id']}", method="DELETE")
+
 
 def start(target: str, root: Path, log: Path, timeout: float = 120) -> Server:
     """Run ``make <target>`` in ``root`` with the repository's .venv, until its API answers."""

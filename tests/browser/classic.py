@@ -62,8 +62,7 @@ def wait_idle(page, timeout: float = 120) -> None:
 
 def open_notebook(page, server: Server, path: str):
     """Open ``path`` in a fresh kernel; wait until it is idle and the widget manager is loaded."""
-    for session in server.api("api/sessions"):
-        server.api(f"api/sessions/{session['id']}", method="DELETE")
+    server.close_sessions()
     page.goto(server.url(f"notebooks/{path}"))
     page.wait_for_selector("#notebook .cell", timeout=90_000)
     wait_idle(page)

@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
-
+from .browser_server import REPO
 from .pages import page_screenshots, wait_until_idle
 
-REPO = Path(__file__).resolve().parents[2]
 
 # Code cells whose longest line is wider than the editor shows (CodeMirror does not wrap by default).
 CUT_LINES_JS = """(root) => [...root.querySelectorAll('.jp-CodeCell:not(.jp-mod-collapsed) .cm-scroller')]
@@ -17,8 +15,7 @@ CUT_LINES_JS = """(root) => [...root.querySelectorAll('.jp-CodeCell:not(.jp-mod-
 
 def open_notebook(page, server, path: str):
     """Open ``path`` in JupyterLab and wait for its kernel to be idle."""
-    for session in server.api("api/sessions"):   # a fresh kernel: nothing left from an earlier test
-        server.api(f"api/sessions/{session['id']}", method="DELETE")
+    server.close_sessions()  # a fresh kernel: nothing left from an earlier test
     # a workspace of its own: no tabs left open by an earlier test, no restored layout
     page.goto(server.url(f"lab/workspaces/t{uuid.uuid4().hex[:12]}/tree/{path}"))
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
@@ -56,11 +53,6 @@ def menu(page, top: str, item: str, tries: int = 20) -> None:
         except Exception as err:  # playwright's TimeoutError: a dialog was in the way
             last = err
     raise AssertionError(f"could not reach {top} > {item}: {last}")
-
-
-def expect(locator):
-    from playwright.sync_api import expect as _expect   # here: collecting must not need Playwright
-    return _expect(locator)
 
 
 def prompts(notebook) -> list[str]:

@@ -56,6 +56,12 @@ def commit_first_choice(box) -> None:
     box.locator("button:text-is('Commit')").click()
 
 
+def expect(locator):
+    """Playwright's ``expect``, imported on first use: collecting the tests must not need Playwright."""
+    from playwright.sync_api import expect as _expect
+    return _expect(locator)
+
+
 def check_gate(page, notebook, box, name: str, reveal: str, wait_idle) -> list[str]:
     """The gate journey on ``box``: no reveal before the commit; commit; the reveal; a second commit refused.
 
@@ -63,7 +69,6 @@ def check_gate(page, notebook, box, name: str, reveal: str, wait_idle) -> list[s
     Screenshots ``<name>-before.png`` and ``<name>-after.png``; ``wait_idle(page)`` waits for the
     kernel. Returns the revealed texts (the verdict first).
     """
-    from playwright.sync_api import expect   # here: collecting must not need Playwright
     box.scroll_into_view_if_needed()
     before = notebook.inner_text()
     out = box.locator(reveal)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 
-from .jlab import REPO, CUT_LINES_JS, error_outputs, expect, open_notebook, run_all, screenshots, wait_idle
+from .browser_server import REPO
+from .jlab import CUT_LINES_JS, error_outputs, open_notebook, run_all, screenshots, wait_idle
+from .pages import expect
 from .pages import check_gate, check_images, commit_first_choice, gate_boxes
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from .jlab import REPO, accept_dialog, open_notebook, wait_idle
+from .browser_server import REPO
+from .jlab import accept_dialog, open_notebook, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 

@@ -167,7 +167,10 @@ def main() -> None:
     if NA.NUMBA_MISSING is None:
         NA.numba.set_num_threads(args.threads)
         compile_s = NA.warm_up()
-        methods.update(fused=fused, fused_in_order=fused_in_order)
+        # each fused variant runs right after a torch method, as attention follows torch ops in a model:
+        # torch's OpenMP threads are then still spinning (see RESULTS.md), for both variants alike
+        methods = dict(sdpa=sdpa, fused=fused, batched=batched, fused_in_order=fused_in_order,
+                       paged_gather=paged_gather, paged_online=methods["paged_online"])
         print(f"numba {NA.numba.__version__}: kernel ready in {compile_s:.1f} s, threading layer "
               f"{NA.threading_layer()}, {NA.numba.get_num_threads()} threads")
     else:

@@ -132,12 +132,19 @@ def _check_same_dtype(q, k_cache) -> None:
         raise TypeError(f"q is {q.dtype} but the cache is {k_cache.dtype}: use one dtype")
 
 
-def _check_ids(name: str, shape: tuple, ids: torch.Tensor, k_cache: torch.Tensor) -> None:
-    """The block ids a table's lengths use name blocks of the cache."""
+def _check_ids(name: str, shape: tuple, ids: torch.Tensor, k_cache: torch.Tensor, used=None) -> None:
+    """The block ids a table's lengths use name blocks of the cache: all of ``ids``, or those where ``used``.
+
+    With a mask the check is elementwise work and one reduction: boolean indexing (``ids[used]``)
+    would start a parallel region on the CPU, and torch's OpenMP workers then spin for several
+    milliseconds, competing with whatever runs next (the numba kernel's threads, on a small machine).
+    """
     num_blocks = k_cache.shape[0]
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_blocks):
-        bad = ids[(ids < 0) | (ids >= num_blocks)].tolist()
-        raise ValueError(f"{name} {shape} names block ids {bad} outside the cache "
+    outside = (ids < 0) | (ids >= num_blocks)
+    if used is not None:
+        outside &= used
+    if bool(outside.any()):
+        raise ValueError(f"{name} {shape} names block ids {ids[outside].tolist()} outside the cache "
                          f"{_shape(k_cache)}, whose ids run 0..{num_blocks - 1}")
 
 
@@ -164,7 +171,7 @@ def check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens):
         raise ValueError(f"q has shape {_shape(q)} [B, H_q, D] but block_tables has shape "
                          f"{_shape(tables)} [B, max_blocks]: batch sizes differ")
     _, used = blocks_in_use(tables, lens, k_cache.shape[1])
-    _check_ids("block_tables", _shape(tables), tables[used], k_cache)
+    _check_ids("block_tables", _shape(tables), tables, k_cache, used)
     return tables, lens
 
 

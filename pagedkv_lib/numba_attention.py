@@ -27,9 +27,14 @@ this module is the checked entry, the launch, and the fallback. Pitfalls, and wh
 * Threading layer: ``workqueue``, numba's own (no extra library, every platform). ``omp``
   loads a second libgomp beside torch's and aborts a process that forks after using it, and
   ``tbb`` needs a separate package. ``workqueue`` aborts when two Python threads launch at
-  once, so every launch holds :data:`_LAUNCH_LOCK`. It splits the requests into one equal-count
-  run per thread, whatever ``parallel_chunksize`` says, so :func:`balanced_order` orders a ragged
-  batch to give every run about the same tokens. An explicit ``NUMBA_THREADING_LAYER`` is respected.
+  once, so every launch holds :data:`_LAUNCH_LOCK`. It splits a ``prange`` into one equal run
+  per thread whatever ``parallel_chunksize`` says, so the kernel does not ``prange`` over
+  requests: each thread takes the next request from a shared atomic counter, longest first.
+  An explicit ``NUMBA_THREADING_LAYER`` is respected.
+* Torch's own threads: after a parallel torch op, torch's OpenMP workers spin for several
+  milliseconds before they sleep, and on a small machine they take turns with the kernel's
+  threads. So nothing in the checks or the launch runs a parallel torch op (the block-id check
+  avoids boolean indexing), and the counter lets a thread that shares its core run fewer requests.
 * No bounds checks inside the kernel: :func:`paged_decode_numba` checks every argument first.
 * Fast math without ``nnan``/``ninf``: reassociation (vectorised dot products) but NaN and
   infinity keep their meaning; the prototype this kernel grew from measured full
@@ -59,7 +64,7 @@ else:
     if "NUMBA_THREADING_LAYER" not in os.environ and not _numba_parallel._is_initialized:
         numba.config.THREADING_LAYER = "workqueue"
 
-__all__ = ["NUMBA_MISSING", "paged_decode_numba", "launch_unchecked", "balanced_order", "warm_up",
+__all__ = ["NUMBA_MISSING", "paged_decode_numba", "launch_unchecked", "warm_up",
            "decode_function", "threading_layer"]
 
 _LAUNCH_LOCK = threading.Lock()
@@ -109,36 +114,18 @@ def launch_unchecked(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         kc, vc = _as_array(k_cache), _as_array(v_cache)
         lens = _as_array(seq_lens.to(torch.int64))
         tables = _as_array(block_tables.to(torch.int64))
-        order = balanced_order(lens, numba.get_num_threads())
+        order = np.argsort(-lens, kind="stable")          # longest first: see _paged_decode_kernel
         step_blocks = max(1, STEP_TOKENS // k_cache.shape[1])
         qs = _as_array(q.detach().float())
+        next_program = np.zeros(1, dtype=np.int64)          # the kernel's shared counter
         with _LAUNCH_LOCK:                                  # workqueue: one launch at a time
-            chunk = numba.set_parallel_chunksize(1)         # omp/tbb: one request at a time
+            chunk = numba.set_parallel_chunksize(1)         # omp/tbb: one worker per thread
             try:
                 _paged_decode_kernel(qs, kc, vc, tables, lens, order, np.float32(scale), upcast,
-                                     step_blocks, out)
+                                     step_blocks, numba.get_num_threads(), next_program, out)
             finally:
                 numba.set_parallel_chunksize(chunk)
     return torch.from_numpy(out).to(q.dtype)
-
-
-def balanced_order(seq_lens: np.ndarray, num_threads: int) -> np.ndarray:
-    """The order to launch requests in so that each thread's share of them holds about equal tokens.
-
-    numba's ``workqueue`` layer gives each of n threads one contiguous run of the ``prange``, of
-    ``B // n`` iterations, the last ``B % n`` runs one more (measured with numba 0.68;
-    ``parallel_chunksize(1)`` changes nothing). Sorted longest first, the first thread would get all
-    the long requests. So the sorted requests are dealt out in a snake (threads 0, 1, .., n-1,
-    n-1, .., 1, 0, 0, 1, ..), the last incomplete round to the last threads, and each thread's hand
-    is laid end to end: the runs then differ by at most ``max(seq_lens)`` tokens. Returns request
-    indices, a permutation of ``range(len(seq_lens))``.
-    """
-    longest_first = np.argsort(-np.asarray(seq_lens), kind="stable")
-    n = max(1, min(num_threads, len(longest_first)))
-    left = len(longest_first) % n                          # the shortest few, one each for the last threads
-    lap, seat = np.divmod(np.arange(len(longest_first) - left), n)
-    thread = np.concatenate([np.where(lap % 2 == 0, seat, n - 1 - seat), np.arange(n - left, n)])
-    return longest_first[np.argsort(thread, kind="stable")]
 
 
 def _as_array(t: torch.Tensor) -> np.ndarray:

@@ -52,6 +52,14 @@ def _prefetch(address):
     raise TypeError("_prefetch runs only inside numba-compiled kernels")
 
 
+def _take_next(counter):
+    """``counter[0] += 1`` as one atomic step, returning the value before; in kernels only.
+
+    Threads that call it at once each get a different number: the next program to run.
+    """
+    raise TypeError("_take_next runs only inside numba-compiled kernels")
+
+
 if numba is not None:
     from llvmlite import ir
 
@@ -85,6 +93,18 @@ if numba is not None:
     def _prefetch_versions(address):
         return lambda address: _prefetch_intrinsic(address)
 
+    @numba.extending.intrinsic
+    def _fetch_add_intrinsic(typingctx, counter):
+        """LLVM's ``atomicrmw add`` of 1 to ``counter[0]`` (an int64 array), returning the old value."""
+        def codegen(context, builder, signature, args):
+            array = context.make_array(signature.args[0])(context, builder, args[0])
+            return builder.atomic_rmw("add", array.data, ir.Constant(ir.IntType(64), 1), "monotonic")
+        return numba.types.int64(counter), codegen
+
+    @numba.extending.overload(_take_next, inline="always")
+    def _take_next_versions(counter):
+        return lambda counter: _fetch_add_intrinsic(counter)
+
 
 @_jit(inline="always")
 def _prefetch_row(cache, block, slot, num_bytes):
@@ -100,9 +120,28 @@ def _prefetch_row(cache, block, slot, num_bytes):
 
 
 @_jit(parallel=True, cache=True, fastmath=_FASTMATH)
-def _paged_decode_kernel(q, k_cache, v_cache, block_tables, seq_lens, order, scale, upcast,
-                         step_blocks, out):
-    """One program = one request ``b``, serving all its query heads from each K/V row it reads.
+def _paged_decode_kernel(q, k_cache, v_cache, block_tables, seq_lens, order, scale, upcast, step_blocks,
+                         num_workers, next_program, out):
+    """Runs :func:`_decode_request` once for every request, the requests in ``order``, on ``num_workers`` threads.
+
+    A GPU's scheduler gives each free core the next program of the grid. Here each thread does the
+    same: it takes the next request from the shared counter ``next_program[0]`` (0 at launch)
+    until none is left. A thread slowed down (another process, or torch's OpenMP threads still
+    spinning after a torch op) then simply runs fewer requests. Launched longest first, no thread
+    is left with a long request at the end.
+    """
+    batch = q.shape[0]
+    for _ in prange(num_workers):
+        i = _take_next(next_program)
+        while i < batch:
+            _decode_request(order[i], q, k_cache, v_cache, block_tables, seq_lens, scale, upcast,
+                            step_blocks, out)
+            i = _take_next(next_program)
+
+
+@_jit(cache=True, fastmath=_FASTMATH)
+def _decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks, out):
+    """One program: request ``b``, serving all its query heads from each K/V row it reads.
 
     What program b touches, for T = seq_lens[b] tokens in N = ceil(T / S) blocks::
 
@@ -127,27 +166,25 @@ def _paged_decode_kernel(q, k_cache, v_cache, block_tables, seq_lens, order, sca
     the V rows of a step while it computes that step's scores, the next step's K rows while it
     adds this step's V rows (:func:`_prefetch_row`).
     """
-    batch, num_q_heads, head_dim = q.shape
+    num_q_heads, head_dim = q.shape[1], q.shape[2]
     S, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
-    for i in prange(batch):
-        b = order[i]
-        T = seq_lens[b]
-        qs = q[b] * scale
-        m = np.full(num_q_heads, -np.inf, dtype=np.float32)  # running max of scores
-        l = np.zeros(num_q_heads, dtype=np.float32)          # running sum of exp(score - m)
-        acc = np.zeros((num_q_heads, head_dim), dtype=np.float32)  # running sum of exp(..) * v
-        p = np.empty((num_q_heads, step_blocks * S), dtype=np.float32)
-        two_k = np.empty(step_blocks * S, dtype=np.int32)    # scratch of _exp_shifted
-        buf = np.empty((S, num_kv_heads, head_dim), dtype=np.float32)
-        num_blocks = (T + S - 1) // S
-        for j0 in range(0, num_blocks, step_blocks):     # a step: blocks j0 .. j1 - 1
-            j1 = min(j0 + step_blocks, num_blocks)
-            n = _scores(qs, k_cache, v_cache, block_tables[b], T, j0, j1, upcast, buf, p)
-            _online_softmax(p, n, m, l, acc, two_k)
-            _add_values(p, v_cache, k_cache, block_tables[b], T, j0, j1, upcast, buf, acc)
-        for hq in range(num_q_heads):
-            for d in range(head_dim):
-                out[b, hq, d] = acc[hq, d] / l[hq]
+    T = seq_lens[b]
+    qs = q[b] * scale
+    m = np.full(num_q_heads, -np.inf, dtype=np.float32)  # running max of scores
+    l = np.zeros(num_q_heads, dtype=np.float32)          # running sum of exp(score - m)
+    acc = np.zeros((num_q_heads, head_dim), dtype=np.float32)  # running sum of exp(..) * v
+    p = np.empty((num_q_heads, step_blocks * S), dtype=np.float32)
+    two_k = np.empty(step_blocks * S, dtype=np.int32)    # scratch of _exp_shifted
+    buf = np.empty((S, num_kv_heads, head_dim), dtype=np.float32)
+    num_blocks = (T + S - 1) // S
+    for j0 in range(0, num_blocks, step_blocks):     # a step: blocks j0 .. j1 - 1
+        j1 = min(j0 + step_blocks, num_blocks)
+        n = _scores(qs, k_cache, v_cache, block_tables[b], T, j0, j1, upcast, buf, p)
+        _online_softmax(p, n, m, l, acc, two_k)
+        _add_values(p, v_cache, k_cache, block_tables[b], T, j0, j1, upcast, buf, acc)
+    for hq in range(num_q_heads):
+        for d in range(head_dim):
+            out[b, hq, d] = acc[hq, d] / l[hq]
 
 
 @_jit(cache=True, fastmath=_FASTMATH)

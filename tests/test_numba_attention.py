@@ -122,19 +122,38 @@ def test_the_vectorised_exp_keeps_nan(na):
     assert 0 <= out[3] <= 1.7e-38
 
 
-@settings(max_examples=200, deadline=None)
-@given(lens=st.lists(st.integers(1, 5000), min_size=0, max_size=70), num_threads=st.integers(1, 5))
-def test_balanced_order_gives_each_threads_run_about_equal_tokens(lens, num_threads):
-    """Split the way numba's workqueue splits a prange (equal runs, the last ones one longer), every
-    run holds within max(lens) tokens of every other, and every request is launched once."""
-    from pagedkv_lib.numba_attention import balanced_order
-    order = balanced_order(np.array(lens, dtype=np.int64), num_threads)
-    assert sorted(order.tolist()) == list(range(len(lens)))
-    n = max(1, min(num_threads, len(lens)))
-    sizes = [len(lens) // n + (i >= n - len(lens) % n) for i in range(n)]
-    ends = np.cumsum(sizes)
-    totals = [sum(lens[r] for r in order[end - size:end]) for size, end in zip(sizes, ends)]
-    assert max(totals) - min(totals) <= max(lens, default=0)
+def test_threads_taking_the_next_program_at_once_each_get_a_different_one(na):
+    """``_take_next`` is atomic: numbers taken by all threads at once are 0..n-1, each exactly once."""
+    from pagedkv_lib.numba_kernel import _take_next
+
+    @na.numba.njit(parallel=True)
+    def take_all(counter, taken, per_thread):
+        for w in na.numba.prange(taken.shape[0]):
+            for i in range(per_thread):
+                taken[w, i] = _take_next(counter)
+
+    threads = na.numba.get_num_threads()
+    counter, taken = np.zeros(1, dtype=np.int64), np.empty((threads, 1_000_000), dtype=np.int64)
+    take_all(counter, taken, taken.shape[1])
+    assert np.array_equal(np.sort(taken.ravel()), np.arange(taken.size)) and counter[0] == taken.size
+
+
+@settings(max_examples=25, deadline=None)
+@given(lens=st.lists(st.integers(1, 200), min_size=1, max_size=9), seed=st.integers(0, 2**16))
+def test_the_result_is_the_same_on_any_number_of_threads(na, lens, seed):
+    """Every request is run once, by one thread, whatever thread takes it: the same bits on 1 and on
+    all threads, for batches smaller and larger than the thread count."""
+    batch = random_paged_batch(lens, block_size=8, seed=seed)
+    threads = na.numba.get_num_threads()
+    try:
+        outs = []
+        for n in sorted({1, threads}):
+            na.numba.set_num_threads(n)
+            outs.append(na.paged_decode_numba(*batch.args()))
+    finally:
+        na.numba.set_num_threads(threads)
+    assert all(torch.equal(out, outs[0]) for out in outs)
+    assert_matches_reference(outs[0], batch)
 
 
 def test_int32_tables_lists_and_a_strided_cache_are_accepted(na):

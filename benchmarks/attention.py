@@ -18,6 +18,8 @@ Methods, all producing the same ``[B, 32, 128]`` output (checked against each ot
   (:func:`pagedkv_lib.numba_attention.paged_decode_numba`, when numba is installed) on the
   shuffled cache, and on a copy of it whose blocks lie in logical order, request after request:
   what paging itself costs a kernel that reads blocks in place;
+* ``fused_numba_threads``: the same kernel launched on numba's own threads rather than torch's
+  OpenMP threads (:mod:`pagedkv_lib.torch_openmp`): what two thread pools on one machine cost;
 * ``naive_gather`` (4k only): gathers like ``paged_gather`` but makes the permuted K/V contiguous
   before the matmul, the layout mistake the library avoids;
 * ``copy_blocks`` (not attention): copies every block the batch uses once, into a reused buffer:
@@ -92,6 +94,15 @@ def fused(c):
 
 def fused_in_order(c):
     return NA.paged_decode_numba(c["q"], c["k_order"], c["v_order"], c["t_order"], c["lens"])
+
+
+def fused_numba_threads(c):
+    """The fused kernel on numba's own threads instead of torch's (see pagedkv_lib.torch_openmp)."""
+    NA.PREFER_TORCH_THREADS = False
+    try:
+        return fused(c)
+    finally:
+        NA.PREFER_TORCH_THREADS = True
 
 
 def naive_gather(c):
@@ -170,7 +181,8 @@ def main() -> None:
         # each fused variant runs right after a torch method, as attention follows torch ops in a model:
         # torch's OpenMP threads are then still spinning (see RESULTS.md), for both variants alike
         methods = dict(sdpa=sdpa, fused=fused, batched=batched, fused_in_order=fused_in_order,
-                       paged_gather=paged_gather, paged_online=methods["paged_online"])
+                       paged_gather=paged_gather, fused_numba_threads=fused_numba_threads,
+                       paged_online=methods["paged_online"])
         print(f"numba {NA.numba.__version__}: kernel ready in {compile_s:.1f} s, threading layer "
               f"{NA.threading_layer()}, {NA.numba.get_num_threads()} threads")
     else:

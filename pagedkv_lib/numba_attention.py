@@ -24,17 +24,21 @@ this module is the checked entry, the launch, and the fallback. Pitfalls, and wh
   ``fastmath`` share one cache entry. So the kernel is compiled with one set of options only.
 * numba has no float16 arrays: fp16 and bf16 caches are passed as their 16-bit patterns and
   upcast in the kernel through a 65,536-entry fp32 table of every pattern's value.
-* Threading layer: ``workqueue``, numba's own (no extra library, every platform). ``omp``
-  loads a second libgomp beside torch's and aborts a process that forks after using it, and
-  ``tbb`` needs a separate package. ``workqueue`` aborts when two Python threads launch at
-  once, so every launch holds :data:`_LAUNCH_LOCK`. It splits a ``prange`` into one equal run
-  per thread whatever ``parallel_chunksize`` says, so the kernel does not ``prange`` over
-  requests: each thread takes the next request from a shared atomic counter, longest first.
-  An explicit ``NUMBA_THREADING_LAYER`` is respected.
-* Torch's own threads: after a parallel torch op, torch's OpenMP workers spin for several
-  milliseconds before they sleep, and on a small machine they take turns with the kernel's
-  threads. So nothing in the checks or the launch runs a parallel torch op (the block-id check
-  avoids boolean indexing), and the counter lets a thread that shares its core run fewer requests.
+* Threads: the kernel runs on torch's own OpenMP threads (:mod:`pagedkv_lib.torch_openmp`),
+  so ``torch.set_num_threads`` sets how many. After a parallel op torch's OpenMP workers spin
+  for several milliseconds before they sleep; a second pool started then shares the cores with
+  them (on 2 cores, right after per-request SDPA: 7.9 ms on numba's threads, 5.1 ms on torch's).
+  For the same reason nothing in the checks or the launch runs a parallel torch op (the
+  block-id check avoids boolean indexing). Each thread takes the next request, longest first,
+  from a shared atomic counter, so a thread that shares its core simply runs fewer.
+* Where torch's threads cannot be borrowed (torch without OpenMP, e.g. on Windows; a forked
+  child, where libgomp's pool never answers), or with :data:`PREFER_TORCH_THREADS` False, the
+  kernel runs on numba's threads (``numba.set_num_threads``), on its ``workqueue`` layer: no
+  extra library, every platform, and it survives forks. ``omp`` loads a second libgomp beside
+  torch's and aborts a process that forks after using it; ``tbb`` needs a separate package.
+  ``workqueue`` aborts when two Python threads launch at once, so every launch holds
+  :data:`_LAUNCH_LOCK`; it splits a ``prange`` into one equal run per thread whatever
+  ``parallel_chunksize`` says, hence the counter. An explicit ``NUMBA_THREADING_LAYER`` is respected.
 * No bounds checks inside the kernel: :func:`paged_decode_numba` checks every argument first.
 * Fast math without ``nnan``/``ninf``: reassociation (vectorised dot products) but NaN and
   infinity keep their meaning; the prototype this kernel grew from measured full
@@ -51,7 +55,8 @@ import numpy as np
 import torch
 
 from .attention import check_decode_inputs, check_scale, paged_decode_online
-from .numba_kernel import NUMBA_IMPORT_ERROR, STEP_TOKENS, _paged_decode_kernel, numba
+from . import numba_kernel, torch_openmp
+from .numba_kernel import NUMBA_IMPORT_ERROR, STEP_TOKENS, numba
 
 NUMBA_MISSING: str | None = None
 """None when numba imported; otherwise the one line that says what is missing and how to get it."""
@@ -68,6 +73,10 @@ __all__ = ["NUMBA_MISSING", "paged_decode_numba", "launch_unchecked", "warm_up",
            "decode_function", "threading_layer"]
 
 _LAUNCH_LOCK = threading.Lock()
+PREFER_TORCH_THREADS = True
+"""Run the kernel on torch's own OpenMP threads where torch allows (:mod:`pagedkv_lib.torch_openmp`);
+False: always on numba's threads (``numba.set_num_threads`` then sets their number)."""
+_LAST_POOL: str | None = None
 _F16_TO_F32 = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(np.float32)
 _BF16_TO_F32 = (np.arange(2**16, dtype=np.uint32) << 16).view(np.float32)
 _UPCAST = {torch.float16: _F16_TO_F32, torch.bfloat16: _BF16_TO_F32}
@@ -118,14 +127,29 @@ def launch_unchecked(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         step_blocks = max(1, STEP_TOKENS // k_cache.shape[1])
         qs = _as_array(q.detach().float())
         next_program = np.zeros(1, dtype=np.int64)          # the kernel's shared counter
+        scale = np.float32(scale)
         with _LAUNCH_LOCK:                                  # workqueue: one launch at a time
-            chunk = numba.set_parallel_chunksize(1)         # omp/tbb: one worker per thread
-            try:
-                _paged_decode_kernel(qs, kc, vc, tables, lens, order, np.float32(scale), upcast,
-                                     step_blocks, numba.get_num_threads(), next_program, out)
-            finally:
-                numba.set_parallel_chunksize(chunk)
+            _launch(qs, kc, vc, tables, lens, order, scale, upcast, step_blocks, next_program, out)
     return torch.from_numpy(out).to(q.dtype)
+
+
+def _launch(qs, kc, vc, tables, lens, order, scale, upcast, step_blocks, next_program, out) -> None:
+    """Run the kernel on torch's OpenMP threads where :data:`PREFER_TORCH_THREADS` and torch allow, else on numba's."""
+    global _LAST_POOL
+    if PREFER_TORCH_THREADS and torch_openmp.parallel_entry() is not None:
+        record = numba_kernel.launch_record(qs, kc, vc, tables, lens, order, out, next_program, scale,
+                                            upcast, step_blocks)
+        entry = numba_kernel.torch_thread_entry(sixteen_bit=upcast is not None)
+        if torch_openmp.run_on_torch_threads(entry.address, record.ctypes.data):
+            _LAST_POOL = "torch-openmp"
+            return
+    chunk = numba.set_parallel_chunksize(1)                 # omp/tbb: one worker per thread
+    try:
+        numba_kernel._paged_decode_kernel(qs, kc, vc, tables, lens, order, scale, upcast, step_blocks,
+                                          numba.get_num_threads(), next_program, out)
+    finally:
+        numba.set_parallel_chunksize(chunk)
+    _LAST_POOL = numba.threading_layer()
 
 
 def _as_array(t: torch.Tensor) -> np.ndarray:
@@ -151,10 +175,10 @@ def warm_up(dtypes=(torch.float32,)) -> float:
 
 
 def threading_layer() -> str:
-    """The numba threading layer this process launched kernels on (call after a launch)."""
+    """The threads this process's last launch ran on: ``"torch-openmp"``, or numba's layer (e.g. ``"workqueue"``)."""
     if numba is None:
         raise ImportError(NUMBA_MISSING)
-    return numba.threading_layer()
+    return _LAST_POOL or numba.threading_layer()
 
 
 def decode_function(fused: bool = True):

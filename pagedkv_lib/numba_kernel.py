@@ -52,6 +52,11 @@ def _prefetch(address):
     raise TypeError("_prefetch runs only inside numba-compiled kernels")
 
 
+def _address(address):
+    """The integer ``address`` as a ``void *``, for ``numba.carray``; in kernels only."""
+    raise TypeError("_address runs only inside numba-compiled kernels")
+
+
 def _take_next(counter):
     """``counter[0] += 1`` as one atomic step, returning the value before; in kernels only.
 
@@ -105,6 +110,24 @@ if numba is not None:
     def _take_next_versions(counter):
         return lambda counter: _fetch_add_intrinsic(counter)
 
+    @numba.extending.intrinsic
+    def _address_intrinsic(typingctx, address):
+        """``inttoptr``: an int64 address as a ``void *``."""
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(numba.types.voidptr))
+        return numba.types.voidptr(numba.types.int64), codegen
+
+    @numba.extending.overload(_address, inline="always")
+    def _address_versions(address):
+        return lambda address: _address_intrinsic(address)
+
+    @numba.extending.intrinsic
+    def _float32_from_bits(typingctx, bits):
+        """The fp32 number whose bit pattern is the low 32 bits of the int64 ``bits``."""
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(builder.trunc(args[0], ir.IntType(32)), ir.FloatType())
+        return numba.types.float32(numba.types.int64), codegen
+
 
 @_jit(inline="always")
 def _prefetch_row(cache, block, slot, num_bytes):
@@ -119,24 +142,90 @@ def _prefetch_row(cache, block, slot, num_bytes):
         _prefetch(row + offset)
 
 
+@_jit(cache=True, fastmath=_FASTMATH)
+def _run_programs(order, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks,
+                  next_program, out):
+    """What each thread runs: :func:`_decode_request` for the next request in ``order``, until none is left.
+
+    A GPU's scheduler gives each free core the next program of the grid. Here each thread does the
+    same: it takes the next request from the shared counter ``next_program[0]`` (0 at launch).
+    A thread slowed down (by another process, or by a pool of threads still spinning) then simply
+    runs fewer requests. Launched longest first, no thread is left with a long request at the end.
+    """
+    i = _take_next(next_program)
+    while i < q.shape[0]:
+        _decode_request(order[i], q, k_cache, v_cache, block_tables, seq_lens, scale, upcast,
+                        step_blocks, out)
+        i = _take_next(next_program)
+
+
 @_jit(parallel=True, cache=True, fastmath=_FASTMATH)
 def _paged_decode_kernel(q, k_cache, v_cache, block_tables, seq_lens, order, scale, upcast, step_blocks,
                          num_workers, next_program, out):
-    """Runs :func:`_decode_request` once for every request, the requests in ``order``, on ``num_workers`` threads.
+    """The launch on numba's threads: :func:`_run_programs` on each of ``num_workers`` of them.
 
-    A GPU's scheduler gives each free core the next program of the grid. Here each thread does the
-    same: it takes the next request from the shared counter ``next_program[0]`` (0 at launch)
-    until none is left. A thread slowed down (another process, or torch's OpenMP threads still
-    spinning after a torch op) then simply runs fewer requests. Launched longest first, no thread
-    is left with a long request at the end.
+    Where torch's OpenMP threads can be borrowed, the same :func:`_run_programs` runs on those
+    instead (:func:`torch_thread_entry`).
     """
-    batch = q.shape[0]
     for _ in prange(num_workers):
-        i = _take_next(next_program)
-        while i < batch:
-            _decode_request(order[i], q, k_cache, v_cache, block_tables, seq_lens, scale, upcast,
-                            step_blocks, out)
-            i = _take_next(next_program)
+        _run_programs(order, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks,
+                      next_program, out)
+
+
+def launch_record(q, k_cache, v_cache, block_tables, seq_lens, order, out, next_program, scale, upcast,
+                  step_blocks) -> np.ndarray:
+    """The int64 record a thread of torch's pool reads its launch from.
+
+    Fields: the addresses of ``q``, the caches, ``block_tables``, ``seq_lens``, ``order``, ``out``,
+    ``next_program`` and ``upcast`` (0 for an fp32 cache); then ``B, H_q, D``, ``num_blocks, S,
+    H_kv``, ``max_blocks``, ``step_blocks`` and the bits of the fp32 ``scale``. It holds no
+    references: the arrays must stay alive until the launch returns.
+    """
+    arrays = (q, k_cache, v_cache, block_tables, seq_lens, order, out, next_program)
+    addresses = [a.ctypes.data for a in arrays] + [0 if upcast is None else upcast.ctypes.data]
+    sizes = [*q.shape, *k_cache.shape[:3], block_tables.shape[1], step_blocks]
+    return np.array(addresses + sizes + [int(np.float32(scale).view(np.uint32))], np.int64)
+
+
+_RECORD_LEN = 18
+
+
+@_jit(cache=True, fastmath=_FASTMATH)
+def _run_record(record, cache_dtype, upcast):
+    """:func:`_run_programs` on the arrays a :func:`launch_record` names, the caches as ``cache_dtype``."""
+    batch, num_q_heads, head_dim, num_blocks, S, num_kv_heads, max_blocks, step_blocks = record[9:17]
+    _run_programs(numba.carray(_address(record[5]), batch, np.int64),
+                  numba.carray(_address(record[0]), (batch, num_q_heads, head_dim), np.float32),
+                  numba.carray(_address(record[1]), (num_blocks, S, num_kv_heads, head_dim), cache_dtype),
+                  numba.carray(_address(record[2]), (num_blocks, S, num_kv_heads, head_dim), cache_dtype),
+                  numba.carray(_address(record[3]), (batch, max_blocks), np.int64),
+                  numba.carray(_address(record[4]), batch, np.int64),
+                  _float32_from_bits(record[17]), upcast, step_blocks,
+                  numba.carray(_address(record[7]), 1, np.int64),
+                  numba.carray(_address(record[6]), (batch, num_q_heads, head_dim), np.float32))
+
+
+def _torch_thread_fp32(record):
+    """A torch thread's entry for an fp32 cache: ``record`` is the address of a :func:`launch_record`."""
+    _run_record(numba.carray(record, _RECORD_LEN, np.int64), np.float32, None)
+
+
+def _torch_thread_16bit(record):
+    """A torch thread's entry for an fp16 or bf16 cache, passed as bit patterns with their fp32 table."""
+    fields = numba.carray(record, _RECORD_LEN, np.int64)
+    _run_record(fields, np.uint16, numba.carray(_address(fields[8]), 2**16, np.float32))
+
+
+_TORCH_THREAD_ENTRIES: dict = {}
+
+
+def torch_thread_entry(sixteen_bit: bool):
+    """The C entry point (a ``numba.cfunc``) for each thread of torch's pool, compiled on first use."""
+    if sixteen_bit not in _TORCH_THREAD_ENTRIES:
+        body = _torch_thread_16bit if sixteen_bit else _torch_thread_fp32
+        _TORCH_THREAD_ENTRIES[sixteen_bit] = numba.cfunc(numba.types.void(numba.types.voidptr), cache=True,
+                                                         fastmath=_FASTMATH)(body)
+    return _TORCH_THREAD_ENTRIES[sixteen_bit]
 
 
 @_jit(cache=True, fastmath=_FASTMATH)

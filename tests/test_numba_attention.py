@@ -44,10 +44,20 @@ def assert_matches_reference(out, batch, scale=None):
     torch.testing.assert_close(out.float(), reference(batch, scale), atol=atol, rtol=rtol)
 
 
+@pytest.fixture(params=["torch-openmp", "workqueue"])
+def pool(request, na, monkeypatch):
+    """Run the test's launches on torch's OpenMP threads, then again on numba's workqueue."""
+    from pagedkv_lib import torch_openmp
+    if request.param == "torch-openmp" and torch_openmp.parallel_entry() is None:
+        pytest.skip("torch's parallel backend here is not OpenMP")
+    monkeypatch.setattr(na, "PREFER_TORCH_THREADS", request.param == "torch-openmp")
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("group", [1, 4, 8])
 @pytest.mark.parametrize("S", [4, 16])
-def test_boundary_lengths_match_dense_attention(na, S, group, dtype):
+def test_boundary_lengths_match_dense_attention(na, pool, S, group, dtype):
     batch = random_paged_batch(boundary_lengths(S), block_size=S, group=group, dtype=dtype, seed=S + group)
     out = na.paged_decode_numba(*batch.args())
     assert out.dtype == dtype and out.shape == batch.q.shape
@@ -140,18 +150,23 @@ def test_threads_taking_the_next_program_at_once_each_get_a_different_one(na):
 
 @settings(max_examples=25, deadline=None)
 @given(lens=st.lists(st.integers(1, 200), min_size=1, max_size=9), seed=st.integers(0, 2**16))
-def test_the_result_is_the_same_on_any_number_of_threads(na, lens, seed):
+def test_the_result_is_the_same_on_any_number_of_threads_of_either_pool(na, lens, seed):
     """Every request is run once, by one thread, whatever thread takes it: the same bits on 1 and on
-    all threads, for batches smaller and larger than the thread count."""
+    all threads, of torch's pool and of numba's, for batches smaller and larger than the thread count."""
     batch = random_paged_batch(lens, block_size=8, seed=seed)
-    threads = na.numba.get_num_threads()
+    numba_threads, torch_threads = na.numba.get_num_threads(), torch.get_num_threads()
+    outs = []
     try:
-        outs = []
-        for n in sorted({1, threads}):
-            na.numba.set_num_threads(n)
-            outs.append(na.paged_decode_numba(*batch.args()))
+        for prefer_torch in (True, False):
+            na.PREFER_TORCH_THREADS = prefer_torch
+            for n in sorted({1, max(numba_threads, torch_threads)}):
+                na.numba.set_num_threads(min(n, numba_threads))
+                torch.set_num_threads(n)
+                outs.append(na.paged_decode_numba(*batch.args()))
     finally:
-        na.numba.set_num_threads(threads)
+        na.PREFER_TORCH_THREADS = True
+        na.numba.set_num_threads(numba_threads)
+        torch.set_num_threads(torch_threads)
     assert all(torch.equal(out, outs[0]) for out in outs)
     assert_matches_reference(outs[0], batch)
 
@@ -220,8 +235,15 @@ def test_tensors_off_the_cpu_are_refused_with_what_to_do(na):
         na.paged_decode_numba(q, k, v, batch.block_tables, batch.seq_lens)
 
 
-def test_warm_up_compiles_and_the_threading_layer_is_workqueue(na):
+def test_warm_up_compiles_and_the_kernel_runs_on_torchs_threads_where_it_can(na, monkeypatch):
+    """torch's OpenMP threads where torch's parallel backend is OpenMP; numba's workqueue when told not to."""
+    from pagedkv_lib import torch_openmp
     assert na.warm_up((torch.float32, torch.float16)) >= 0.0
+    on_openmp = "parallel backend: OpenMP" in torch.__config__.parallel_info()
+    assert (torch_openmp.parallel_entry() is not None) == on_openmp
+    assert na.threading_layer() == ("torch-openmp" if on_openmp else "workqueue")
+    monkeypatch.setattr(na, "PREFER_TORCH_THREADS", False)
+    na.warm_up()
     assert na.threading_layer() == "workqueue"
     assert na.decode_function() is na.paged_decode_numba
     assert na.decode_function(fused=False) is A.paged_decode_online
@@ -281,25 +303,29 @@ def test_two_python_threads_launching_at_once_are_safe(na):
 
 
 def test_a_process_forked_after_a_launch_can_launch_again(na):
-    """A fork after a launch (what the omp layer cannot survive) works; the kernel came from disk."""
+    """A fork after a launch and a parallel torch op works: the child, where torch's OpenMP pool
+    would never answer, runs on numba's workqueue (which, unlike numba's omp layer, survives forks)."""
     proc = _run("""
         import multiprocessing as mp, torch
-        from pagedkv_lib.numba_attention import _paged_decode_kernel, paged_decode_numba, threading_layer
+        from pagedkv_lib.numba_attention import paged_decode_numba, threading_layer
+        from pagedkv_lib.numba_kernel import torch_thread_entry
         from pagedkv_lib.testing import random_paged_batch
         batch = random_paged_batch([50, 3], seed=0)
         expected = paged_decode_numba(*batch.args())
+        torch.randn(500, 500) @ torch.randn(500, 500)          # torch's own threads ran too
         def child(queue):
-            queue.put(torch.equal(paged_decode_numba(*batch.args()), expected))
+            out = paged_decode_numba(*batch.args())
+            queue.put((threading_layer(), torch.equal(out, expected)))
         ctx = mp.get_context("fork")
         queue = ctx.Queue()
         p = ctx.Process(target=child, args=(queue,))
         p.start()
         p.join(120)
-        print(threading_layer(), p.exitcode, queue.get(timeout=5))
-        print("loaded from the disk cache:", sum(_paged_decode_kernel.stats.cache_hits.values()) > 0)
+        print(threading_layer(), p.exitcode, *queue.get(timeout=5))
+        print("loaded from the disk cache:", torch_thread_entry(False).cache_hits > 0)
     """)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["workqueue 0 True", "loaded from the disk cache: True"]
+    assert proc.stdout.splitlines() == ["torch-openmp 0 workqueue True", "loaded from the disk cache: True"]
 
 
 def test_without_numba_the_library_imports_and_falls_back_in_one_line():

@@ -1,6 +1,6 @@
 """Paged decode attention against contiguous baselines, timed in the same run, fp32 on the CPU.
 
-Usage: python benchmarks/attention.py [--threads 2] [--repeats 7] [--batch-4k 32]
+Usage: python benchmarks/attention.py [--threads 2] [--repeats 7] [--batch-4k 32] [--huge-pages]
 
 Two cases, 32 query heads, 8 KV heads, head dim 128, block size 16, one decode token per request:
 
@@ -43,6 +43,7 @@ import torch
 from pagedkv_lib import attention as A
 from pagedkv_lib import attention_fast as F_
 from pagedkv_lib import decode_timing as DT
+from pagedkv_lib import hugepages as HP
 from pagedkv_lib import numba_attention as NA
 from pagedkv_lib.sim import sharegpt_like
 from pagedkv_lib.testing import random_paged_batch
@@ -50,16 +51,26 @@ from pagedkv_lib.testing import random_paged_batch
 H_Q, H_KV, D, S = 32, 8, 128, 16
 
 
-def build_case(lens: list[int], seed: int):
-    """The batch paged into shuffled blocks, the same blocks in logical order, and the contiguous layouts."""
+def build_case(lens: list[int], seed: int, huge_pages: bool = False):
+    """The batch paged into shuffled blocks, the same blocks in logical order, and the contiguous layouts.
+
+    ``huge_pages``: every K/V tensor, paged and contiguous alike, is copied onto 2 MiB pages
+    (:mod:`pagedkv_lib.hugepages`), as a server would allocate its cache once at start.
+    """
     batch = random_paged_batch(lens, block_size=S, num_kv_heads=H_KV, group=H_Q // H_KV, head_dim=D,
                                spare_blocks=0, seed=seed)
     cont = DT.contiguous_layouts(batch)
     batch.keys = batch.values = None                                     # the logical copies, no longer needed
     k_order, v_order, t_order = in_logical_order(batch)
-    return dict(q=batch.q, k_cache=batch.k_cache, v_cache=batch.v_cache, tables=batch.block_tables,
+    case = dict(q=batch.q, k_cache=batch.k_cache, v_cache=batch.v_cache, tables=batch.block_tables,
                 lens=batch.seq_lens, cont=cont, k_order=k_order, v_order=v_order, t_order=t_order,
                 k_copy=torch.empty_like(batch.k_cache), v_copy=torch.empty_like(batch.v_cache))
+    if huge_pages:
+        for key in ("k_cache", "v_cache", "k_order", "v_order", "k_copy", "v_copy"):
+            case[key] = HP.copy_to_huge_pages(case[key])
+        cont.k_pad, cont.v_pad = HP.copy_to_huge_pages(cont.k_pad), HP.copy_to_huge_pages(cont.v_pad)
+        cont.per_request = [(HP.copy_to_huge_pages(k), HP.copy_to_huge_pages(v)) for k, v in cont.per_request]
+    return case
 
 
 def in_logical_order(batch):
@@ -142,8 +153,10 @@ def copy_bandwidth(num_bytes: int, repeats: int) -> float:
     return 2 * num_bytes / statistics.median(ts)
 
 
-def run_case(name: str, lens: list[int], methods: dict, repeats: int, copy_bw: float, seed: int) -> None:
-    case = build_case(lens, seed)
+def run_case(name: str, lens: list[int], methods: dict, repeats: int, copy_bw: float, seed: int,
+             huge_pages: bool) -> None:
+    case = build_case(lens, seed, huge_pages)
+    on_huge = f", {HP.huge_page_bytes() / 2**20:,.0f} MiB of this process on huge pages" if huge_pages else ""
     outs = {m: fn(case) for m, fn in methods.items()}
     worst = max(float((o - outs["batched"]).abs().max()) for o in outs.values())
     methods = dict(methods, copy_blocks=copy_blocks)
@@ -151,7 +164,7 @@ def run_case(name: str, lens: list[int], methods: dict, repeats: int, copy_bw: f
     secs = time_methods(methods, case, repeats)
     best_base = min(secs["sdpa"][0], secs["batched"][0])
     print(f"\n### {name}: B={len(lens)}, tokens mean {np.mean(lens):.0f} / max {max(lens)}, "
-          f"K+V {kv_bytes / 2**20:.0f} MiB, outputs agree to {worst:.1e}")
+          f"K+V {kv_bytes / 2**20:.0f} MiB, outputs agree to {worst:.1e}{on_huge}")
     print("| method | median ms (range) | x faster baseline | GB/s (K+V read) | fraction of copy bw |")
     print("|---|---:|---:|---:|---:|")
     for m, (s, low, high) in secs.items():
@@ -171,7 +184,11 @@ def main() -> None:
     parser.add_argument("--batch-4k", type=int, default=32, help="requests in the 4k case")
     parser.add_argument("--step-blocks", type=int, default=64, help="paged_online's blocks per step")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--huge-pages", action="store_true",
+                        help="put every K/V tensor, paged and contiguous, on 2 MiB pages (Linux)")
     args = parser.parse_args()
+    if args.huge_pages and not HP.huge_pages_available():
+        parser.error("--huge-pages: this machine offers no transparent huge pages (Linux, not [never])")
     torch.set_num_threads(args.threads)
     methods = dict(sdpa=sdpa, batched=batched, paged_gather=paged_gather,
                    paged_online=lambda c: paged_online(c, args.step_blocks))
@@ -193,9 +210,11 @@ def main() -> None:
     print(f"copy bandwidth (read + write): {copy_bw / 1e9:.1f} GB/s")
     trace = sharegpt_like(32, seed=args.seed, max_context=4096)
     lens = (trace.prompt_len + trace.output_len[:, 0]).tolist()
-    run_case("sharegpt", lens, methods, args.repeats, copy_bw, args.seed)
+    print(f"K/V tensors on {'2 MiB' if args.huge_pages else 'ordinary (4 KiB)'} pages")
+    run_case("sharegpt", lens, methods, args.repeats, copy_bw, args.seed, args.huge_pages)
     run_case("4k", [4096] * args.batch_4k, dict(methods, naive_gather=naive_gather), args.repeats, copy_bw,
-             args.seed)
+             args.seed, args.huge_pages)
+
     print(f"\nload average after {os.getloadavg()[0]:.2f}")
 
 

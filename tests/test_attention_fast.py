@@ -39,23 +39,32 @@ def test_fast_decodes_follow_strided_caches(fast, spec):
     torch.testing.assert_close(fast(*args), spec(*batch.args()), atol=1e-5, rtol=1e-5)
 
 
-def test_online_fast_never_copies_more_than_step_blocks(monkeypatch):
-    """The memory-lean promise: K and V are copied a step (at most step_blocks blocks) at a time,
-    every used block exactly once each, never a request's whole K/V."""
-    batch = random_paged_batch([200, 90], block_size=8, seed=9)         # 25 and 12 blocks
-    copied = []
-    real_select = torch.index_select
+@pytest.mark.parametrize("dtype, copies_v", [(torch.float32, False), (torch.float16, True)])
+def test_online_fast_never_copies_more_than_step_blocks(monkeypatch, dtype, copies_v):
+    """The memory-lean promise: K is copied a step (at most step_blocks blocks) at a time, each used
+    block once. On an fp32 cache V is not copied at all (embedding_bag reads at most a step's rows
+    per query head); on a half cache V is copied like K."""
+    batch = random_paged_batch([200, 90], block_size=8, dtype=dtype, seed=9)     # 25 and 12 blocks
+    copied, bagged = [], []
+    real_select, real_bag = torch.index_select, torch.nn.functional.embedding_bag
 
     def spy_select(input, dim, index, **kwargs):
         copied.append(index.numel())
         return real_select(input, dim, index, **kwargs)
 
+    def spy_bag(input, weight, *args, **kwargs):
+        bagged.append(input.shape[-1])
+        return real_bag(input, weight, *args, **kwargs)
+
     monkeypatch.setattr(torch, "index_select", spy_select)
+    monkeypatch.setattr(torch.nn.functional, "embedding_bag", spy_bag)
     out = F.paged_decode_online_fast(*batch.args(), step_blocks=4)
     monkeypatch.undo()
-    torch.testing.assert_close(out, A.paged_decode_online(*batch.args()), atol=1e-5, rtol=1e-5)
+    atol, rtol = A.TOLERANCES[dtype]
+    torch.testing.assert_close(out.float(), A.paged_decode_online(*batch.args()).float(), atol=atol, rtol=rtol)
     assert copied and max(copied) <= 4
-    assert sum(copied) == 2 * (25 + 12)
+    assert sum(copied) == (2 if copies_v else 1) * (25 + 12)
+    assert (not bagged) if copies_v else (max(bagged) <= 4 * 8 and sum(bagged) == 200 + 90)
 
 
 def test_fast_decodes_of_an_empty_batch_are_empty():

@@ -123,7 +123,7 @@ def launch_unchecked(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         kc, vc = _as_array(k_cache), _as_array(v_cache)
         lens = _as_array(seq_lens.to(torch.int64))
         tables = _as_array(block_tables.to(torch.int64))
-        order = np.argsort(-lens, kind="stable")          # longest first: see _paged_decode_kernel
+        order = np.argsort(-lens, kind="stable")          # longest first: see numba_kernel._run_programs
         step_blocks = max(1, STEP_TOKENS // k_cache.shape[1])
         qs = _as_array(q.detach().float())
         next_program = np.zeros(1, dtype=np.int64)          # the kernel's shared counter

@@ -1,15 +1,19 @@
 """The compiled half of :mod:`pagedkv_lib.numba_attention`: the fused paged decode kernel and its parts.
 
-Everything here runs inside numba-compiled code, on arguments that
+Everything here runs inside numba-compiled code (but :func:`launch_record` and
+:func:`torch_thread_entry`, which prepare a launch), on arguments that
 :func:`pagedkv_lib.numba_attention.paged_decode_numba` has checked: nothing here checks bounds.
 Without numba this module still imports, with ``numba`` set to None.
 
-The kernel keeps the Triton kernel's shape (a program, a loop over blocks, an online softmax with
-``m``, ``l``, ``acc``). Three things in it are for the CPU, each kept because it measured faster
-in paired rounds in the same process (``benchmarks/RESULTS.md``, "Fused paged decode with numba,
-made faster"): rows are requested a pass before they are read (:func:`_prefetch_row`); the
-exponentials are computed in vectorised loops (:func:`_exp_shifted`) rather than one libm call
-per score; and the softmax is updated every :data:`STEP_TOKENS` tokens.
+The kernel keeps the Triton kernel's shape: a program per request (:func:`_decode_request`: a
+loop over blocks, an online softmax with ``m``, ``l``, ``acc``), and a grid of programs that
+threads take one at a time (:func:`_run_programs`), on torch's OpenMP threads
+(:func:`torch_thread_entry`) or numba's (:func:`_paged_decode_kernel`). Three things in the
+program are for the CPU, each kept because it measured faster in paired rounds in the same
+process (``benchmarks/RESULTS.md``, "Fused paged decode with numba, made faster"): rows are
+requested a pass before they are read (:func:`_prefetch_row`); the exponentials are computed in
+vectorised loops (:func:`_exp_shifted`) rather than one libm call per score; and the softmax is
+updated every :data:`STEP_TOKENS` tokens.
 """
 from __future__ import annotations
 
@@ -187,7 +191,7 @@ def launch_record(q, k_cache, v_cache, block_tables, seq_lens, order, out, next_
     return np.array(addresses + sizes + [int(np.float32(scale).view(np.uint32))], np.int64)
 
 
-_RECORD_LEN = 18
+_RECORD_LEN = 9 + 8 + 1          # addresses, sizes, scale: see launch_record
 
 
 @_jit(cache=True, fastmath=_FASTMATH)

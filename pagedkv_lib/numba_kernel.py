@@ -56,19 +56,6 @@ def _prefetch(address):
     raise TypeError("_prefetch runs only inside numba-compiled kernels")
 
 
-def _address(address):
-    """The integer ``address`` as a ``void *``, for ``numba.carray``; in kernels only."""
-    raise TypeError("_address runs only inside numba-compiled kernels")
-
-
-def _take_next(counter):
-    """``counter[0] += 1`` as one atomic step, returning the value before; in kernels only.
-
-    Threads that call it at once each get a different number: the next program to run.
-    """
-    raise TypeError("_take_next runs only inside numba-compiled kernels")
-
-
 if numba is not None:
     from llvmlite import ir
 
@@ -102,28 +89,24 @@ if numba is not None:
     def _prefetch_versions(address):
         return lambda address: _prefetch_intrinsic(address)
 
+    # Three LLVM instructions numba has no Python spelling for; callable in kernels only.
     @numba.extending.intrinsic
-    def _fetch_add_intrinsic(typingctx, counter):
-        """LLVM's ``atomicrmw add`` of 1 to ``counter[0]`` (an int64 array), returning the old value."""
+    def _take_next(typingctx, counter):
+        """``counter[0] += 1`` (an int64 array) as one atomic step (``atomicrmw add``), returning the value before.
+
+        Threads that call it at once each get a different number: the next program to run.
+        """
         def codegen(context, builder, signature, args):
             array = context.make_array(signature.args[0])(context, builder, args[0])
             return builder.atomic_rmw("add", array.data, ir.Constant(ir.IntType(64), 1), "monotonic")
         return numba.types.int64(counter), codegen
 
-    @numba.extending.overload(_take_next, inline="always")
-    def _take_next_versions(counter):
-        return lambda counter: _fetch_add_intrinsic(counter)
-
     @numba.extending.intrinsic
-    def _address_intrinsic(typingctx, address):
-        """``inttoptr``: an int64 address as a ``void *``."""
+    def _address(typingctx, address):
+        """The int64 ``address`` as a ``void *`` (``inttoptr``), for ``numba.carray``."""
         def codegen(context, builder, signature, args):
             return builder.inttoptr(args[0], context.get_value_type(numba.types.voidptr))
         return numba.types.voidptr(numba.types.int64), codegen
-
-    @numba.extending.overload(_address, inline="always")
-    def _address_versions(address):
-        return lambda address: _address_intrinsic(address)
 
     @numba.extending.intrinsic
     def _float32_from_bits(typingctx, bits):

@@ -16,7 +16,9 @@ provides: every thread of the team calls ``fn(data)`` once, and the call returns
 backend is not OpenMP, when the entry point is not found (e.g. Windows), and in a process forked
 from one that imported this module: there, libgomp's pool belongs to threads the fork did not
 copy, and the child's first parallel region never returns (measured: a forked child's first
-parallel torch op hangs here after its parent ran one).
+parallel torch op hangs here after its parent ran one). A process forked *before* it imported
+this module cannot be told from any other; if its parent had run parallel torch ops, its own
+torch ops hang there too, and so would this hand-over.
 """
 from __future__ import annotations
 

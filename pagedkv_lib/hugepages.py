@@ -5,8 +5,9 @@ dims in fp32, one token's row of a block is 4 KiB: exactly one 4 KiB page. A ker
 a block table through shuffled blocks then starts a new page at every row, and every page
 costs an address translation that the CPU's TLB (a few thousand entries) no longer holds. On
 2 MiB pages one translation covers 512 such rows. Measured on the course's 2-core machine
-(``benchmarks/RESULTS.md``): the fused kernel on shuffled blocks at 32 x 4,096 tokens went from
-32-39 ms to 29 ms, while the batched contiguous baseline, one sequential stream, did not move.
+(``benchmarks/RESULTS.md``): the fused kernel's time on shuffled blocks over in-order ones fell
+from 1.05-1.24x to 1.01-1.07x, while the batched contiguous baseline, one sequential stream, did
+not move (the absolute times varied more between runs than the pages changed them).
 
 Linux backs memory with 2 MiB pages when asked (``madvise(MADV_HUGEPAGE)``, transparent huge
 pages in ``madvise`` or ``always`` mode) and when it finds free 2 MiB runs; elsewhere, or when
@@ -17,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import math
+import operator
 import sys
 
 import torch
@@ -48,9 +50,14 @@ def empty(shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype such as torch.float32, got {dtype!r}")
-    if isinstance(shape, int) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
-        raise ValueError(f"shape must be a sequence of ints >= 0, got {shape!r}")
-    shape = tuple(shape)
+    try:
+        items = tuple(shape)
+        sizes = tuple(operator.index(n) for n in items)         # ints and numpy ints; not floats
+    except TypeError:
+        items = sizes = None
+    if sizes is None or any(isinstance(n, bool) for n in items) or any(n < 0 for n in sizes):
+        raise ValueError(f"shape must be a sequence of ints >= 0, got {shape if items is None else items!r}")
+    shape = sizes
     num_bytes = math.prod(shape) * dtype.itemsize
     if not huge_pages_available() or num_bytes < HUGE_PAGE_BYTES:
         return torch.empty(shape, dtype=dtype)

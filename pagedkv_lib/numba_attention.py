@@ -28,8 +28,9 @@ this module is the checked entry, the launch, and the fallback. Pitfalls, and wh
   so ``torch.set_num_threads`` sets how many. After a parallel op torch's OpenMP workers spin
   for several milliseconds before they sleep; a second pool started then shares the cores with
   them (on 2 cores, right after per-request SDPA: 7.9 ms on numba's threads, 5.1 ms on torch's).
-  For the same reason nothing in the checks or the launch runs a parallel torch op (the
-  block-id check avoids boolean indexing). Each thread takes the next request, longest first,
+  For the same reason the checks and the launch avoid parallel torch ops: the block-id check
+  does without boolean indexing (elementwise ops stay serial below torch's grain size, 32,768
+  table entries), and a half-precision q is upcast in numpy. Each thread takes the next request, longest first,
   from a shared atomic counter, so a thread that shares its core simply runs fewer.
 * Where torch's threads cannot be borrowed (torch without OpenMP, e.g. on Windows; a forked
   child, where libgomp's pool never answers), or with :data:`PREFER_TORCH_THREADS` False, the
@@ -73,6 +74,18 @@ __all__ = ["NUMBA_MISSING", "paged_decode_numba", "launch_unchecked", "warm_up",
            "decode_function", "threading_layer"]
 
 _LAUNCH_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts with the launch lock free and no launch of its own yet."""
+    global _LAST_POOL
+    _LAUNCH_LOCK.release()
+    _LAST_POOL = None
+
+
+# a fork waits for a launch in another thread to end, so that the child never inherits a held lock
+os.register_at_fork(before=_LAUNCH_LOCK.acquire, after_in_parent=_LAUNCH_LOCK.release,
+                    after_in_child=_after_fork_in_child)
 PREFER_TORCH_THREADS = True
 """Run the kernel on torch's own OpenMP threads where torch allows (:mod:`pagedkv_lib.torch_openmp`);
 False: always on numba's threads (``numba.set_num_threads`` then sets their number)."""
@@ -125,7 +138,7 @@ def launch_unchecked(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         tables = _as_array(block_tables.to(torch.int64))
         order = np.argsort(-lens, kind="stable")          # longest first: see numba_kernel._run_programs
         step_blocks = max(1, STEP_TOKENS // k_cache.shape[1])
-        qs = _as_array(q.detach().float())
+        qs = _UPCAST[q.dtype][_as_array(q)] if q.dtype in _UPCAST else _as_array(q.detach().float())
         next_program = np.zeros(1, dtype=np.int64)          # the kernel's shared counter
         scale = np.float32(scale)
         with _LAUNCH_LOCK:                                  # workqueue: one launch at a time
@@ -140,9 +153,9 @@ def _launch(qs, kc, vc, tables, lens, order, scale, upcast, step_blocks, next_pr
         record = numba_kernel.launch_record(qs, kc, vc, tables, lens, order, out, next_program, scale,
                                             upcast, step_blocks)
         entry = numba_kernel.torch_thread_entry(sixteen_bit=upcast is not None)
-        if torch_openmp.run_on_torch_threads(entry.address, record.ctypes.data):
-            _LAST_POOL = "torch-openmp"
-            return
+        torch_openmp.run_on_torch_threads(entry.address, record.ctypes.data)
+        _LAST_POOL = "torch-openmp"
+        return
     chunk = numba.set_parallel_chunksize(1)                 # omp/tbb: one worker per thread
     try:
         numba_kernel._paged_decode_kernel(qs, kc, vc, tables, lens, order, scale, upcast, step_blocks,

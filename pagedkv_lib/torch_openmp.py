@@ -61,14 +61,13 @@ def parallel_entry():
     return None if _FORKED else _ENTRY
 
 
-def run_on_torch_threads(fn_address: int, data_address: int, num_threads: int | None = None) -> bool:
-    """Call ``fn(data)`` on each of ``num_threads`` (default: ``torch.get_num_threads()``) torch threads.
+def run_on_torch_threads(fn_address: int, data_address: int) -> None:
+    """Call ``fn(data)`` once on each of ``torch.get_num_threads()`` torch threads; return when all have.
 
-    Returns False, having called nothing, where :func:`parallel_entry` is None. ctypes releases
-    the GIL for the call, so ``fn`` must not touch Python objects.
+    Only where :func:`parallel_entry` is not None (else RuntimeError). ctypes releases the GIL for
+    the call, so ``fn`` must not touch Python objects.
     """
     entry = parallel_entry()
     if entry is None:
-        return False
-    entry(fn_address, data_address, num_threads or torch.get_num_threads(), 0)
-    return True
+        raise RuntimeError("torch's OpenMP threads cannot be borrowed here (see torch_openmp.parallel_entry)")
+    entry(fn_address, data_address, torch.get_num_threads(), 0)

@@ -24,14 +24,23 @@ def test_a_copy_on_huge_pages_equals_the_tensor_and_outlives_everything_else(sha
     assert torch.all(copy == 3)
 
 
+def _thp_fault_fallbacks() -> int:
+    """How often Linux could not give a huge page where one was asked for (``/proc/vmstat``)."""
+    with open("/proc/vmstat") as f:
+        return next((int(line.split()[1]) for line in f if line.startswith("thp_fault_fallback ")), 0)
+
+
 def test_a_large_tensor_is_on_huge_pages_where_linux_offers_them():
     if not H.huge_pages_available():
         pytest.skip("transparent huge pages are off on this machine ([never], or not Linux)")
-    before = H.huge_page_bytes()
+    before, fallbacks = H.huge_page_bytes(), _thp_fault_fallbacks()
     t = H.empty((16, 2**20), torch.float32)        # 64 MiB, 32 huge pages
     t.fill_(1.0)                                   # the pages are given when first written
-    assert H.huge_page_bytes() - before >= 8 * H.HUGE_PAGE_BYTES
     assert t.untyped_storage().data_ptr() % H.HUGE_PAGE_BYTES == 0
+    gained = H.huge_page_bytes() - before
+    if gained < 8 * H.HUGE_PAGE_BYTES and _thp_fault_fallbacks() > fallbacks:
+        pytest.skip(f"Linux had no free 2 MiB runs to give ({gained} bytes on huge pages; thp_fault_fallback rose)")
+    assert gained >= 8 * H.HUGE_PAGE_BYTES
 
 
 def test_the_fused_kernel_reads_a_cache_on_huge_pages_like_any_other():
@@ -49,6 +58,8 @@ def test_the_fused_kernel_reads_a_cache_on_huge_pages_like_any_other():
     ((2, -1), torch.float32, ValueError, r"shape must be a sequence of ints >= 0, got \(2, -1\)"),
     (5, torch.float32, ValueError, r"shape must be a sequence of ints >= 0, got 5"),
     ((2, 2.0), torch.float32, ValueError, r"got \(2, 2\.0\)"),
+    ((2, True), torch.float32, ValueError, r"got \(2, True\)"),
+    (None, torch.float32, ValueError, r"got None"),
     ((2, 2), "float32", TypeError, r"dtype must be a torch.dtype such as torch.float32, got 'float32'"),
 ])
 def test_bad_shapes_and_dtypes_are_refused_by_name(shape, dtype, error, match):

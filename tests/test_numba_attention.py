@@ -282,12 +282,15 @@ def _run(code: str, *args) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-def test_two_python_threads_launching_at_once_are_safe(na):
-    """workqueue aborts the process on concurrent launches; the launch lock serialises them."""
-    proc = _run("""
+@pytest.mark.parametrize("prefer_torch_threads", [True, False])
+def test_two_python_threads_launching_at_once_are_safe(na, prefer_torch_threads):
+    """workqueue aborts the process on concurrent launches; the launch lock serialises them (both pools)."""
+    proc = _run(f"""
         import threading, torch
-        from pagedkv_lib.numba_attention import paged_decode_numba
+        from pagedkv_lib import numba_attention
+        from pagedkv_lib.numba_attention import paged_decode_numba, threading_layer
         from pagedkv_lib.testing import random_paged_batch
+        numba_attention.PREFER_TORCH_THREADS = {prefer_torch_threads}
         batch = random_paged_batch([300, 7, 129] * 4, seed=0)
         expected = paged_decode_numba(*batch.args())
         results = []
@@ -296,10 +299,10 @@ def test_two_python_threads_launching_at_once_are_safe(na):
         threads = [threading.Thread(target=work) for _ in range(3)]
         [t.start() for t in threads]
         [t.join() for t in threads]
-        print(len(results), all(results))
+        print(len(results), all(results), threading_layer() == "workqueue")
     """)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["60", "True"]
+    assert proc.stdout.split() == ["60", "True", str(not prefer_torch_threads)]
 
 
 def test_a_process_forked_after_a_launch_can_launch_again(na):
@@ -326,6 +329,38 @@ def test_a_process_forked_after_a_launch_can_launch_again(na):
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["torch-openmp 0 workqueue True", "loaded from the disk cache: True"]
+
+
+def test_a_fork_while_another_thread_launches_gives_a_child_that_can_launch(na):
+    """The fork waits for the running launch, so the child never inherits a held launch lock."""
+    proc = _run("""
+        import multiprocessing as mp, threading, torch
+        from pagedkv_lib.numba_attention import paged_decode_numba, threading_layer
+        from pagedkv_lib.testing import random_paged_batch
+        batch = random_paged_batch([900, 400, 70] * 4, seed=0)
+        expected = paged_decode_numba(*batch.args())
+        stop = threading.Event()
+        def launch_forever():
+            while not stop.is_set():
+                paged_decode_numba(*batch.args())
+        busy = threading.Thread(target=launch_forever)
+        busy.start()
+        def child(queue):
+            queue.put(torch.equal(paged_decode_numba(*batch.args()), expected))
+        ctx = mp.get_context("fork")
+        exits = []
+        for _ in range(3):
+            queue = ctx.Queue()
+            p = ctx.Process(target=child, args=(queue,))
+            p.start()
+            p.join(30)
+            exits.append((p.exitcode, queue.get(timeout=5) if p.exitcode == 0 else None))
+        stop.set()
+        busy.join()
+        print(exits)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str([(0, True)] * 3)
 
 
 def test_without_numba_the_library_imports_and_falls_back_in_one_line():

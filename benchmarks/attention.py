@@ -214,7 +214,6 @@ def main() -> None:
     run_case("sharegpt", lens, methods, args.repeats, copy_bw, args.seed, args.huge_pages)
     run_case("4k", [4096] * args.batch_4k, dict(methods, naive_gather=naive_gather), args.repeats, copy_bw,
              args.seed, args.huge_pages)
-
     print(f"\nload average after {os.getloadavg()[0]:.2f}")
 
 

@@ -335,7 +335,7 @@ def test_a_fork_while_another_thread_launches_gives_a_child_that_can_launch(na):
     """The fork waits for the running launch, so the child never inherits a held launch lock."""
     proc = _run("""
         import multiprocessing as mp, threading, torch
-        from pagedkv_lib.numba_attention import paged_decode_numba, threading_layer
+        from pagedkv_lib.numba_attention import paged_decode_numba
         from pagedkv_lib.testing import random_paged_batch
         batch = random_paged_batch([900, 400, 70] * 4, seed=0)
         expected = paged_decode_numba(*batch.args())
@@ -351,7 +351,7 @@ def test_a_fork_while_another_thread_launches_gives_a_child_that_can_launch(na):
         exits = []
         for _ in range(3):
             queue = ctx.Queue()
-            p = ctx.Process(target=child, args=(queue,))
+            p = ctx.Process(target=child, args=(queue,), daemon=True)    # a hung child dies with us
             p.start()
             p.join(30)
             exits.append((p.exitcode, queue.get(timeout=5) if p.exitcode == 0 else None))

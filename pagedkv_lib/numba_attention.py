@@ -74,6 +74,10 @@ __all__ = ["NUMBA_MISSING", "paged_decode_numba", "launch_unchecked", "warm_up",
            "decode_function", "threading_layer"]
 
 _LAUNCH_LOCK = threading.Lock()
+PREFER_TORCH_THREADS = True
+"""Run the kernel on torch's own OpenMP threads where torch allows (:mod:`pagedkv_lib.torch_openmp`);
+False: always on numba's threads (``numba.set_num_threads`` then sets their number)."""
+_LAST_POOL: str | None = None
 
 
 def _after_fork_in_child() -> None:
@@ -86,10 +90,7 @@ def _after_fork_in_child() -> None:
 # a fork waits for a launch in another thread to end, so that the child never inherits a held lock
 os.register_at_fork(before=_LAUNCH_LOCK.acquire, after_in_parent=_LAUNCH_LOCK.release,
                     after_in_child=_after_fork_in_child)
-PREFER_TORCH_THREADS = True
-"""Run the kernel on torch's own OpenMP threads where torch allows (:mod:`pagedkv_lib.torch_openmp`);
-False: always on numba's threads (``numba.set_num_threads`` then sets their number)."""
-_LAST_POOL: str | None = None
+
 _F16_TO_F32 = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(np.float32)
 _BF16_TO_F32 = (np.arange(2**16, dtype=np.uint32) << 16).view(np.float32)
 _UPCAST = {torch.float16: _F16_TO_F32, torch.bfloat16: _BF16_TO_F32}
@@ -138,7 +139,7 @@ def launch_unchecked(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         tables = _as_array(block_tables.to(torch.int64))
         order = np.argsort(-lens, kind="stable")          # longest first: see numba_kernel._run_programs
         step_blocks = max(1, STEP_TOKENS // k_cache.shape[1])
-        qs = _UPCAST[q.dtype][_as_array(q)] if q.dtype in _UPCAST else _as_array(q.detach().float())
+        qs = _UPCAST[q.dtype][_as_array(q)] if q.dtype in _UPCAST else _as_array(q)   # fp32 either way
         next_program = np.zeros(1, dtype=np.int64)          # the kernel's shared counter
         scale = np.float32(scale)
         with _LAUNCH_LOCK:                                  # workqueue: one launch at a time

@@ -17,6 +17,8 @@ updated every :data:`STEP_TOKENS` tokens.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 try:
@@ -203,16 +205,11 @@ def _torch_thread_16bit(record):
     _run_record(fields, np.uint16, numba.carray(_address(fields[8]), 2**16, np.float32))
 
 
-_TORCH_THREAD_ENTRIES: dict = {}
-
-
+@functools.cache
 def torch_thread_entry(sixteen_bit: bool):
     """The C entry point (a ``numba.cfunc``) for each thread of torch's pool, compiled on first use."""
-    if sixteen_bit not in _TORCH_THREAD_ENTRIES:
-        body = _torch_thread_16bit if sixteen_bit else _torch_thread_fp32
-        _TORCH_THREAD_ENTRIES[sixteen_bit] = numba.cfunc(numba.types.void(numba.types.voidptr), cache=True,
-                                                         fastmath=_FASTMATH)(body)
-    return _TORCH_THREAD_ENTRIES[sixteen_bit]
+    body = _torch_thread_16bit if sixteen_bit else _torch_thread_fp32
+    return numba.cfunc(numba.types.void(numba.types.voidptr), cache=True, fastmath=_FASTMATH)(body)
 
 
 @_jit(cache=True, fastmath=_FASTMATH)

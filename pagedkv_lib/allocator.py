@@ -184,7 +184,7 @@ class BlockManager(BlockManagerQueries):
         """Every other append: new blocks, copy-on-write, and caching the blocks that became full."""
         S, pool, table, tokens, n = self.block_size, self._pool, seq.table, seq.tokens, len(new)
         T = len(tokens)
-        # _append_need's rule, written out: that call cost the sharing simulation ~3%
+        # can_append's rule, written out here: a shared helper cost the sharing simulation ~3%
         # (benchmarks/RESULTS.md, 2026-12-01); tests hold can_append to what this does.
         cow = T % S > 0 and self._ref[table[-1]] > 1
         need = cow + (T + n + S - 1) // S - len(table)
@@ -239,16 +239,6 @@ class BlockManager(BlockManagerQueries):
         freed_states = freed * S - (empty_slots if last_freed else 0)
         self._logical -= T
         self._saved -= T - freed_states
-
-    def _append_need(self, seq: _Request, n: int) -> tuple[int, bool]:
-        """``(need, cow)`` for appending ``n`` tokens: new blocks to take, and whether the last is copied.
-
-        ``cow``: the last block is partly filled and another table holds it, so writing into it
-        first copies it into a fresh block. ``need = cow + ceil((T + n) / S) - len(table)``.
-        """
-        T, S = len(seq.tokens), self.block_size
-        cow = n > 0 and T % S > 0 and self._ref[seq.table[-1]] > 1
-        return cow + blocks_needed(T + n, S) - len(seq.table), cow
 
     # ----------------------------------------------------------------- helpers
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ._checks import check_int, check_int_array, unhashable_id_error
+from .accounting import blocks_needed
 from .allocator_invariants import check_manager
 from .allocator_stats import AllocatorStats
 from .slot_mapping import padded_tables, table_slots
@@ -68,7 +69,11 @@ class BlockManagerQueries:
         """Whether appending ``num_tokens`` tokens would succeed now (copy-on-write included)."""
         seq = self._seq(request_id)
         n = check_int("num_tokens", num_tokens, minimum=0)
-        return self._append_need(seq, n)[0] <= self._pool.num_free
+        T, S = len(seq.tokens), self.block_size
+        # new blocks: the last one copied first when it is partly filled and shared (copy-on-write),
+        # then ceil((T + n) / S) - len(table) more; _grow takes exactly these
+        cow = n > 0 and T % S > 0 and self._ref[seq.table[-1]] > 1
+        return cow + blocks_needed(T + n, S) - len(seq.table) <= self._pool.num_free
 
     def slot_mapping(self, request_id: str, positions) -> np.ndarray:
         """Flat cache slots (int64) of ``positions`` (token positions in ``[0, T)``) of one request."""

@@ -6,6 +6,7 @@ counts it: no error, and the pass marker shown (see ``pagedkv_lib/course/testcel
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -34,6 +35,12 @@ def solutions(cells: list[dict]) -> dict[str, str]:
     """{answer grade_id: the reference answer's code, without the BEGIN/END SOLUTION lines}."""
     return {_meta(c)["grade_id"]: SOLUTION.sub("", _src(c)) for c in cells
             if _meta(c).get("solution") and c["cell_type"] == "code"}
+
+
+NO_TRITON = None if importlib.util.find_spec("triton") else (
+    "triton is not installed here (Linux only): ps3's solution cannot score its 2-point Triton bonus, "
+    "so it cannot pass every test")
+"""Why the checks that need ps3's full marks skip here, or None where triton is installed."""
 
 
 def points(cells: list[dict]) -> dict[str, float]:

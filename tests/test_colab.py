@@ -8,7 +8,7 @@ import types
 import nbformat
 import pytest
 
-from conftest import REPO
+from conftest import LESSONS, REPO
 from pagedkv_lib import colab
 
 
@@ -89,7 +89,7 @@ def test_bad_sources_and_usage_are_explained(tmp_path, capsys):
     assert "usage: python -m pagedkv_lib.colab SOURCE NOTEBOOK" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
 def test_every_lesson_starts_with_the_setup_cell(path):
     first = nbformat.read(path, as_version=4).cells[0]
     assert colab.TAG in first.metadata.get("tags", []), (

@@ -16,6 +16,7 @@ import pytest
 
 from pagedkv_lib import course
 from conftest import REPO
+from psets_kernel import NO_TRITON
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader")]
 
@@ -93,6 +94,7 @@ def test_validate_on_an_untouched_set_reports_one_line_messages(tmp_path, name):
         assert checks and all(e.startswith("CheckFailed: ") and "\n" not in e for e in checks), errors
 
 
+@pytest.mark.skipif(NO_TRITON is not None, reason=str(NO_TRITON))
 def test_pipeline_end_to_end(tmp_path):
     root = _copy_course(tmp_path / "course")
 

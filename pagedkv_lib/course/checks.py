@@ -154,13 +154,14 @@ def yours(name: str) -> Any:
 class _Guarded:
     """A learner's callable, called inside a guard; an instance of the learner's class comes back guarded too."""
 
+    __slots__ = ("_target", "_name")
+
     def __init__(self, target: Any, name: str):
-        object.__setattr__(self, "_target", target)
-        object.__setattr__(self, "_name", name)
+        self._target, self._name = target, name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        target, name = object.__getattribute__(self, "_target"), object.__getattribute__(self, "_name")
+        target, name = self._target, self._name
         shown = ", ".join([_arg(a) for a in args] + [f"{k}={_arg(v)}" for k, v in kwargs.items()])
         call = f"{name}({shown if len(shown) <= 150 else shown[:150] + '...'})"
         try:
@@ -177,7 +178,7 @@ class _Guarded:
     def __getitem__(self, key: Any) -> "_Guarded":
         """``kernel[grid]``, as a Triton kernel is launched: the launcher is guarded like a call."""
         __tracebackhide__ = True
-        target, name = object.__getattribute__(self, "_target"), object.__getattribute__(self, "_name")
+        target, name = self._target, self._name
         try:
             return _Guarded(target[key], f"{name}[{_arg(key)}]")
         except Exception as exc:
@@ -187,13 +188,14 @@ class _Guarded:
 class _Instance:
     """An object of a learner's class whose methods, looked up through it, are each :class:`_Guarded`."""
 
+    __slots__ = ("_target", "_name")
+
     def __init__(self, target: Any, class_name: str):
-        object.__setattr__(self, "_target", target)
-        object.__setattr__(self, "_name", class_name)
+        self._target, self._name = target, class_name
 
     def __getattr__(self, attr: str) -> Any:
         __tracebackhide__ = True
-        target, name = object.__getattribute__(self, "_target"), object.__getattribute__(self, "_name")
+        target, name = self._target, self._name
         try:
             value = getattr(target, attr)
         except AttributeError:

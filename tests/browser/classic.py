@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from .browser_server import Server, launch
-from .pages import page_screenshots, wait_until_idle
+from .pages import page_screenshots, wait_all_ran, wait_until_idle
 
 OUTPUT = ".output_subarea"
 """One output of a cell, or of an Output widget, in the classic notebook's page."""
@@ -79,14 +78,7 @@ def run_all(page, notebook, timeout: float = 240) -> None:
     """Cell > Run All from the menu bar; wait until every code cell has run and the kernel is idle."""
     page.locator("#menus a.dropdown-toggle:text-is('Cell')").click()
     page.locator("#run_all_cells > a").click()
-    deadline = time.monotonic() + timeout
-    while True:
-        left = [p for p in prompts(notebook) if "*" in p or p == "In [ ]:"]
-        if not left and kernel_status(page) == "idle":
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"Run All did not finish in {timeout:.0f} s: prompts {prompts(notebook)}")
-        page.wait_for_timeout(500)
+    wait_all_ran(page, notebook, prompts, kernel_status, "In [ ]:", timeout)
 
 
 def screenshots(page, name: str, step: int = 600) -> list:

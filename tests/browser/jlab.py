@@ -1,11 +1,14 @@
 """What a learner does in JupyterLab 4, as Playwright steps, and what the tests read off the page."""
 from __future__ import annotations
 
-import time
 import uuid
-from .browser_server import REPO
-from .pages import page_screenshots, wait_until_idle
+from .pages import page_screenshots, wait_all_ran, wait_until_idle
 
+
+OUTPUT = ".jp-OutputArea-output"
+"""One output of a cell, or of an Output widget, in JupyterLab's page."""
+REVEAL = ".widget-output .jp-OutputArea-output"
+"""One output of an Output widget (a gate's reveal)."""
 
 # Code cells whose longest line is wider than the editor shows (CodeMirror does not wrap by default).
 CUT_LINES_JS = """(root) => [...root.querySelectorAll('.jp-CodeCell:not(.jp-mod-collapsed) .cm-scroller')]
@@ -67,19 +70,8 @@ def run_all(page, notebook, timeout: float = 240) -> None:
     connected); when the kernel has been idle for 10 s with cells still unrun, Run All again (twice at most).
     """
     menu(page, "Run", "Run All Cells")
-    deadline, retries, idle_since = time.monotonic() + timeout, 2, None
-    while True:
-        left = [p for p in prompts(notebook) if "*" in p or p == "[ ]:"]
-        idle = kernel_status(page) == "idle"
-        if not left and idle:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"Run All did not finish in {timeout:.0f} s: prompts {prompts(notebook)}")
-        idle_since = (idle_since or time.monotonic()) if idle and not any("*" in p for p in left) else None
-        if idle_since and time.monotonic() - idle_since > 10 and retries:
-            retries, idle_since = retries - 1, None
-            menu(page, "Run", "Run All Cells")
-        page.wait_for_timeout(500)
+    wait_all_ran(page, notebook, prompts, kernel_status, "[ ]:", timeout,
+                 rerun=lambda: menu(page, "Run", "Run All Cells"), retries=2)
 
 
 def scroller(page):

@@ -121,3 +121,25 @@ def wait_until_idle(page, kernel_status, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"the kernel is still {kernel_status(page)!r} after {timeout:.0f} s")
         page.wait_for_timeout(250)
+
+
+def wait_all_ran(page, notebook, prompts, kernel_status, blank: str, timeout: float, rerun=None,
+                 retries: int = 0) -> None:
+    """Wait until no code cell's prompt (``prompts(notebook)``) is running (``*``) or ``blank``, and the kernel is idle.
+
+    ``rerun()``, at most ``retries`` times: what to do when the kernel has been idle for 10 s with
+    cells still unrun (JupyterLab under load sometimes runs only part of a notebook).
+    """
+    deadline, idle_since = time.monotonic() + timeout, None
+    while True:
+        left = [p for p in prompts(notebook) if "*" in p or p == blank]
+        idle = kernel_status(page) == "idle"
+        if not left and idle:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Run All did not finish in {timeout:.0f} s: prompts {prompts(notebook)}")
+        idle_since = (idle_since or time.monotonic()) if idle and not any("*" in p for p in left) else None
+        if rerun and retries and idle_since and time.monotonic() - idle_since > 10:
+            retries, idle_since = retries - 1, None
+            rerun()
+        page.wait_for_timeout(500)

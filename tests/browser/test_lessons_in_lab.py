@@ -8,6 +8,7 @@ import pytest
 
 
 from .browser_server import REPO
+from . import jlab
 from .jlab import CUT_LINES_JS, error_outputs, open_notebook, run_all, screenshots, wait_idle
 from .pages import expect
 from .pages import check_gate, check_images, commit_first_choice, gate_boxes
@@ -28,7 +29,7 @@ def test_run_all_renders_every_output(lab, page, name):
     text = notebook.inner_text()
     assert "Error displaying widget" not in text
     assert "Traceback (most recent call last)" not in text
-    check_images(notebook, ".jp-OutputArea-output")
+    check_images(notebook, jlab.OUTPUT)
     assert notebook.evaluate(CUT_LINES_JS) == [], "code lines cut off at the window edge"
 
 
@@ -39,8 +40,7 @@ def test_gates_hide_the_reveal_until_the_commit_and_refuse_a_second(lab, page, n
     gates = gate_boxes(notebook)
     assert gates.count() >= 1
     for k in range(gates.count()):
-        check_gate(page, notebook, gates.nth(k), f"gate{k}", ".widget-output .jp-OutputArea-output",
-                   wait_idle)
+        check_gate(page, notebook, gates.nth(k), f"gate{k}", jlab.REVEAL, wait_idle)
 
 
 def test_the_lab_rearms_when_the_block_size_moves(lab, page):
@@ -48,7 +48,7 @@ def test_the_lab_rearms_when_the_block_size_moves(lab, page):
     run_all(page, notebook)
     the_lab = notebook.locator(".widget-vbox:has(> .widget-dropdown):has(.widget-slider)").first
     the_lab.scroll_into_view_if_needed()
-    gate = the_lab.locator(".widget-vbox:has(> .widget-hbox > button:text-is('Commit'))")
+    gate = gate_boxes(the_lab)
     assert "S = 16" in gate.inner_text()
     commit_first_choice(gate)
     expect(gate.locator("button:text-is('Commit')")).to_be_disabled()
@@ -60,9 +60,9 @@ def test_the_lab_rearms_when_the_block_size_moves(lab, page):
     page.keyboard.type("8")
     page.keyboard.press("Enter")
     expect(the_lab).to_contain_text("S = 8, sharing on")   # the gate box is rebuilt: find it again
-    gate = the_lab.locator(".widget-vbox:has(> .widget-hbox > button:text-is('Commit'))")
+    gate = gate_boxes(the_lab)
     the_lab.scroll_into_view_if_needed()
     page.screenshot(path=str(page.shots / "02-slider-moved.png"))
-    assert gate.locator(".jp-OutputArea-output").count() == 0, "the old reveal still shows"
+    assert gate.locator(jlab.OUTPUT).count() == 0, "the old reveal still shows"
     assert not gate.locator("button:text-is('Commit')").is_disabled(), "the gate did not re-arm"
     assert "You predicted" not in the_lab.inner_text()

@@ -30,7 +30,8 @@ import torch
 
 from .attention import spec as A
 from .accounting import ModelSpec, blocks_needed, bytes_per_token
-from .blocks.manager import BlockManager, slot_mapping_batch
+from .blocks.manager import BlockManager
+from .blocks.slot_mapping import slot_mapping_batch
 from .validation import check_int, check_ints, check_number
 
 LOGITS_TOL = (1e-4, 1e-4)

@@ -3,17 +3,36 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pagedkv_lib.blocks.manager import (BlockManager, DuplicateRequestError, InvariantError,
-                                   UnknownRequestError, slot_mapping_batch)
-from pagedkv_lib.errors import OutOfBlocksError, PagedKVError
+from pagedkv_lib.blocks.manager import BlockManager
+from pagedkv_lib.blocks.prefix_cache import Node
+from pagedkv_lib.blocks.slot_mapping import slot_mapping_batch
+from pagedkv_lib.errors import (DuplicateRequestError, InvariantError, OutOfBlocksError, PagedKVError,
+                                UnknownRequestError)
 
 
 def state(bm):
-    """Everything an atomic call must leave untouched. Reads private structures on purpose:
-    the claim under test is that a failed call changes *no* structure, not just the public view."""
-    pool, cache = bm._pool, bm._pool.cache
-    return (bm.stats(), bm.free_queue(), list(pool.ref_cnt), dict(cache.block_of), list(cache.key), list(cache.uid),
-            {rid: (list(s.table), list(s.tokens), s.parent, s.chained) for rid, s in bm._seqs.items()})
+    """Everything an atomic call must leave untouched: every attribute of the manager and of every
+    object it reaches (pool, prefix cache and its nodes, requests), in order. Read generically,
+    so that no field can be left out: the claim under test is that a failed call changes *no*
+    structure, not just the public view."""
+    return _deep(bm, {})
+
+
+def _deep(obj, seen):
+    """A plain, comparable copy of ``obj`` and all it reaches; a shared object appears once, then by number."""
+    if obj is None or isinstance(obj, (bool, int, float, str, bytes)):
+        return obj
+    if id(obj) in seen:
+        return ("seen", seen[id(obj)])
+    seen[id(obj)] = len(seen)
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, tuple(_deep(x, seen) for x in obj))
+    if isinstance(obj, dict):  # OrderedDict too: order is state (the LRU queue)
+        return (type(obj).__name__, tuple((_deep(k, seen), _deep(v, seen)) for k, v in obj.items()))
+    names = list(getattr(obj, "__dict__", ()))
+    names += [n for cls in type(obj).__mro__ for n in getattr(cls, "__slots__", ()) if hasattr(obj, n)]
+    assert names, f"state() cannot see inside a {type(obj).__name__}"
+    return (type(obj).__name__, tuple((n, _deep(getattr(obj, n), seen)) for n in names))
 
 
 # ------------------------------------------------------------------ prefix caching
@@ -322,7 +341,7 @@ def test_numpy_token_ids_are_accepted_and_float_arrays_are_not():
 
 def test_check_invariants_names_what_broke():
     bm = _loaded()
-    bm._pool.ref_cnt[0] += 1  # corrupt on purpose
+    bm._pool._ref_cnt[0] += 1  # corrupt on purpose
     with pytest.raises(InvariantError, match="ref count of block 0 is 2 but 1 tables hold it"):
         bm.check_invariants()
 
@@ -465,21 +484,87 @@ def test_a_hit_is_the_longest_exactly_equal_cached_prefix_even_when_hashes_colli
     bm.check_invariants()
 
 
-def test_check_invariants_sees_a_request_that_lost_its_place_in_the_chain():
+def _refile(cache, node, parent, tokens):
+    """Corrupt on purpose: move ``node`` to another place in the tree, keeping every count right."""
+    del cache._nodes[node.key()]
+    if node.parent is not None:
+        node.parent.refs -= 1
+    if parent is not None:
+        parent.refs += 1
+    node.parent, node.tokens = parent, tokens
+    cache._nodes[node.key()] = node
+
+
+def test_check_invariants_sees_a_block_that_does_not_continue_its_request_s_chain():
     bm = BlockManager(8, 4)
     bm.add_request("a", range(9))
-    bm._seqs["a"].parent = None  # corrupt on purpose: the chain would restart at its third block
-    with pytest.raises(InvariantError, match="does not continue the cached block"):
+    node = bm.prefix_cache.node_of(bm.block_table("a")[1])
+    _refile(bm.prefix_cache, node, None, node.tokens)  # block 1 would start a chain of its own
+    with pytest.raises(InvariantError, match="does not continue the node of the block before it"):
         bm.check_invariants()
 
 
-def test_check_invariants_sees_a_cached_block_whose_key_names_other_tokens():
+def test_check_invariants_sees_a_cached_block_filed_under_other_tokens():
     bm = BlockManager(8, 4)
     bm.add_request("a", range(9))
-    cache, b = bm._pool.cache, bm.block_table("a")[1]
-    key = cache.key[b]
-    del cache.block_of[key]
-    cache.key[b] = (key[0], (9, 9, 9, 9), key[2])  # corrupt on purpose
-    cache.block_of[cache.key[b]] = b
-    with pytest.raises(InvariantError, match="holds other tokens than its key"):
+    node = bm.prefix_cache.node_of(bm.block_table("a")[1])
+    _refile(bm.prefix_cache, node, node.parent, (9, 9, 9, 9))
+    with pytest.raises(InvariantError, match="cached under other tokens"):
         bm.check_invariants()
+
+
+def test_check_invariants_sees_an_orphan_and_a_node_that_nothing_keeps():
+    bm = BlockManager(8, 4)
+    bm.add_request("a", range(9))
+    root = bm.prefix_cache.node_of(bm.block_table("a")[0])
+    del bm.prefix_cache._nodes[root.key()]  # what naming a parent by a block id that died did
+    with pytest.raises(InvariantError, match="hangs below a node that left the tree"):
+        bm.check_invariants()
+    bm = BlockManager(8, 4)
+    bm.add_request("a", range(9))
+    stray = Node(None, (7, 7, 7, 7), None)  # no block holds it, no child: memory the bound does not allow
+    bm.prefix_cache._nodes[stray.key()] = stray
+    with pytest.raises(InvariantError, match="keeps a node that no block holds"):
+        bm.check_invariants()
+
+
+# ------------------------------------------------------------------ nothing cached is forgotten
+
+P, C = [1, 2, 3, 4], [5, 6, 7, 8]
+
+
+def _child_cached_below_an_evicted_parent():
+    """A manager whose cached block ``C`` (after ``P``) outlived the eviction of ``P``'s cached block."""
+    bm = BlockManager(5, 4)
+    bm.add_request("r1", P + [9])              # block 0 caches P
+    bm.add_request("r2", P)                    # P computed again (its last token is never a hit): a duplicate
+    bm.append_tokens("r2", C + [10])           # C fills after r2's P: cached
+    bm.free("r1")                              # block 0 is cached free, at the front of the LRU queue
+    bm.add_request("r3", [20])                 # takes the last uncached free block
+    bm.add_request("r4", [21])                 # evicts block 0: P's states are gone
+    assert bm.stats().evictions == 1
+    for rid in ("r3", "r4", "r2"):
+        bm.free(rid)                           # C is cached free; nothing holds P's states any more
+    return bm
+
+
+def test_a_recomputed_parent_finds_the_child_cached_below_it_again():
+    bm = _child_cached_below_an_evicted_parent()
+    c = bm.free_queue()[1][0]
+    assert bm.add_request("p", P + [30]) == 0   # P misses and is computed again ...
+    assert bm.add_request("pc", P + C + [40]) == 8  # ... and the next prompt hits it and C below it
+    assert bm.block_table("pc")[:2] == [bm.block_table("p")[0], c]
+    bm.check_invariants()
+
+
+def test_every_cached_free_block_can_be_hit_again():
+    # The invariant the orphaned entries of a cache that named parents by block id broke: a cached
+    # free block is one a prompt with its tokens can hit, once the blocks before it are computed again.
+    bm = _child_cached_below_an_evicted_parent()
+    cached = bm.free_queue()[1]                # C's block
+    bm.add_request("again", P + C + [50])      # computes P (and C, after the miss on P) again
+    p = bm.block_table("again")[0]
+    bm.free("again")
+    assert bm.free_queue()[1] == cached + [p]  # C's second copy was not cached beside the first
+    assert bm.add_request("probe", P + C + [60]) == 8
+    assert bm.block_table("probe")[:2] == [p] + cached, "C's cached block can never be hit again"

@@ -1,8 +1,9 @@
 """The block manager's invariants, recomputed from scratch: :meth:`BlockManager.check_invariants`.
 
-Each check reads the manager's private structures and states one invariant the fast code
-relies on; tests call it after every step. Slow on purpose (it rebuilds every count), so the
-manager never calls it itself.
+The checks read only what the manager shows anyone (block tables, token ids, salts, ref
+counts, the free queue, the prefix cache's nodes) and state each invariant the manager relies
+on; tests call them after every step. Slow on purpose (they rebuild every count), so the
+manager never calls them itself.
 """
 from __future__ import annotations
 
@@ -14,119 +15,109 @@ from .prefix_cache import full_blocks
 
 if TYPE_CHECKING:
     from .manager import BlockManager
+    from .prefix_cache import Node
 
 
 def check_manager(bm: BlockManager) -> None:
     """Raise :class:`InvariantError` naming the first invariant ``bm`` breaks."""
-    holders, fill, logical = _check_tables(bm)
+    holders, fill = _check_tables(bm)
     _check_free_queue(bm, holders)
-    _check_cache(bm)
-    if bm.enable_prefix_caching:
-        live = {uid: b for b, uid in enumerate(bm._cache.uid) if uid is not None}
-        for rid, seq in bm._seqs.items():
-            _check_chain(bm, rid, seq, live)
-    else:
-        _require(len(bm._cache) == 0, "prefix caching is off, but the prefix cache holds blocks")
-    _require(logical == bm._logical, f"logical tokens {bm._logical} != recomputed {logical}")
-    _require(sum(fill.values()) == logical - bm._saved,
-             f"unique tokens {logical - bm._saved} != recomputed {sum(fill.values())}")
+    _check_tree(bm)
+    for rid in bm.request_ids():
+        _check_chain(bm, rid)
+    s = bm.stats()
+    _require(s.logical_tokens == sum(bm.num_tokens(r) for r in bm.request_ids()), "logical tokens are not sum T")
+    _require(s.unique_tokens == sum(fill.values()),
+             f"unique tokens {s.unique_tokens} != {sum(fill.values())}, the filled slots of the used blocks")
+    _require(s.used_blocks == len(fill), f"{s.used_blocks} blocks are used, but tables hold {len(fill)}")
 
 
-def _check_tables(bm: BlockManager) -> tuple[list[int], dict[int, int], int]:
-    """Each table holds ceil(T/S) distinct blocks, tables sharing a block agree on its fill, and a
-    request may append in place (``T < cap``) only into a last block no other table holds.
+def _check_tables(bm: BlockManager) -> tuple[list[int], dict[int, int]]:
+    """Each table holds ceil(T/S) distinct blocks, and tables sharing a block agree on how full it is.
 
-    Returns how many tables hold each block, the filled slots of each used block, and T_logical.
+    Returns how many tables hold each block and the filled slots of each used block.
     """
     S = bm.block_size
     holders = [0] * bm.num_blocks
     fill: dict[int, int] = {}
-    logical = 0
-    for rid, seq in bm._seqs.items():
-        T = len(seq.tokens)
-        logical += T
-        _require(len(seq.table) == blocks_needed(T, S),
-                 f"request {rid!r} holds {len(seq.table)} blocks for {T} tokens, expected ceil(T/S)")
-        _require(len(set(seq.table)) == len(seq.table), f"a block appears twice in the table of {rid!r}")
-        _require(seq.cap in (0, S * len(seq.table)), f"request {rid!r} has append bound cap {seq.cap}, "
-                 f"expected 0 or S * len(table) = {S * len(seq.table)}")
-        for i, b in enumerate(seq.table):
+    for rid in bm.request_ids():
+        table, T = bm.block_table(rid), bm.num_tokens(rid)
+        _require(len(table) == blocks_needed(T, S),
+                 f"request {rid!r} holds {len(table)} blocks for {T} tokens, expected ceil(T/S)")
+        _require(len(set(table)) == len(table), f"a block appears twice in the table of {rid!r}")
+        for i, b in enumerate(table):
             holders[b] += 1
             f = min(S, T - i * S)
             _require(fill.setdefault(b, f) == f, f"block {b} is shared by tables that disagree on how full it is")
-    for rid, seq in bm._seqs.items():
-        _require(len(seq.tokens) >= seq.cap or holders[seq.table[-1]] == 1,  # a full last block takes no write
-                 f"request {rid!r} may append in place (cap {seq.cap}), but its partly filled last block is shared")
-    return holders, fill, logical
+    return holders, fill
 
 
 def _check_free_queue(bm: BlockManager, holders: list[int]) -> None:
-    """Ref counts count holders; a block is free (cached or not, as the cache says) exactly when none holds it."""
-    pool = bm._pool
-    uncached, cached_free = pool.free_blocks()
-    free = set(uncached + cached_free)
-    _require(len(free) == len(uncached) + len(cached_free), "a block appears twice in the free queue")
+    """Ref counts count holders; a block is free exactly when none holds it, cached free exactly when the cache serves it."""
+    cache = bm.prefix_cache
+    uncached, cached = bm.free_queue()
+    free = set(uncached + cached)
+    _require(len(free) == len(uncached) + len(cached), "a block appears twice in the free queue")
     for b in range(bm.num_blocks):
-        _require(pool.ref_cnt[b] == holders[b],
-                 f"ref count of block {b} is {pool.ref_cnt[b]} but {holders[b]} tables hold it")
+        _require(bm.ref_count(b) == holders[b], f"ref count of block {b} is {bm.ref_count(b)} but {holders[b]} tables hold it")
         _require((b in free) != (holders[b] > 0),
                  f"block {b} must be either in the free queue or referenced, never both or neither")
     for b in uncached:
-        _require(pool.cache.key[b] is None, f"uncached free block {b} is in the prefix cache")
-    for b in cached_free:
-        _require(pool.cache.key[b] is not None, f"cached free block {b} is not in the prefix cache")
+        _require(cache.node_of(b) is None, f"uncached free block {b} still names a prefix-cache node")
+    for b in cached:
+        _require(cache.is_cached(b), f"cached free block {b} is not served by the prefix cache")
 
 
-def _check_cache(bm: BlockManager) -> None:
-    """The key map and the per-block keys and ids describe the same full blocks, with unique ids."""
-    cache = bm._cache
-    for key, b in cache.block_of.items():
-        _require(cache.key[b] == key and cache.uid[b] is not None,
-                 f"the prefix cache maps a key to block {b}, which holds another key or no id")
-        _require(len(key[1]) == bm.block_size, f"cached block {b} is not full")
-    keyed = sum(1 for k in cache.key if k is not None)
-    _require(keyed == len(cache.block_of), "a block has a key that the prefix cache does not map to it")
-    uids = [u for u in cache.uid if u is not None]
-    _require(len(uids) == keyed and len(set(uids)) == keyed, "cached blocks must each have one unique id")
+def _check_tree(bm: BlockManager) -> None:
+    """Every node is filed under its key below a node of the tree, and is kept by exactly its ``refs``.
 
-
-def _check_chain(bm: BlockManager, rid: str, seq, live: dict[int, int]) -> None:
-    """The cached blocks a request holds, and the chain it continues, spell exactly its own tokens.
-
-    A cached block's key names its parent by id; following live parent ids from block ``i``
-    must meet blocks ``i - 1, i - 2, ..., 0`` of the request's tokens, and reach the root
-    (``None``) at block 0. A dead id (its block was evicted) ends the walk: nothing can reach past it.
+    ``refs`` = child nodes + blocks holding the node's states, and it is >= 1: the tree keeps
+    nothing that no block holds below it (the memory bound of :mod:`.prefix_cache`).
     """
-    S, cache, table = bm.block_size, bm._cache, seq.table
-    _require(seq.chained == len(seq.tokens) // S, f"request {rid!r} has full blocks it never offered to the cache")
-    blocks = full_blocks(seq.tokens, S, 0, seq.chained)
-    for i in range(seq.chained + 1):
-        parent = seq.parent if i == seq.chained else None
-        if i < seq.chained:
-            key = cache.key[table[i]]
-            if key is None:
-                continue
-            _require(key[1:] == (blocks[i], seq.salt),
-                     f"cached block {table[i]} at index {i} of {rid!r} holds other tokens than its key")
-            parent = key[0]
-        if i > 0 and cache.key[table[i - 1]] is not None:
-            _require(parent == cache.uid[table[i - 1]],
-                     f"block {i} of {rid!r} does not continue the cached block {table[i - 1]} before it")
-        _check_ancestors(rid, parent, i, blocks, seq, live, cache)
+    cache = bm.prefix_cache
+    nodes = list(cache.nodes())
+    ids = {id(n) for n in nodes}
+    refs = {id(n): 0 for n in nodes}
+    for n in nodes:
+        _require(cache.find(n.parent, n.tokens, n.salt) is n, "a node is not filed under its own key")
+        _require(len(n.tokens) == bm.block_size, "a node holds a partly filled block")
+        if n.parent is not None:
+            _require(id(n.parent) in ids, "a node hangs below a node that left the tree (an orphan)")
+            _require(n.parent.salt == n.salt, "a node's salt differs from its parent's")
+            refs[id(n.parent)] += 1
+        if n.block is not None:
+            _require(cache.node_of(n.block) is n, f"block {n.block} is cached under a node it does not name")
+    for b in range(bm.num_blocks):
+        n = cache.node_of(b)
+        if n is not None:
+            _require(id(n) in ids, f"block {b} names a node that left the tree")
+            refs[id(n)] += 1
+    for n in nodes:
+        _require(n.refs == refs[id(n)], f"a node counts {n.refs} references, but {refs[id(n)]} children and blocks keep it")
+        _require(n.refs >= 1, "the tree keeps a node that no block holds, at it or below it")
+    if not bm.enable_prefix_caching:
+        _require(not nodes, "prefix caching is off, but the prefix cache holds nodes")
 
 
-def _check_ancestors(rid: str, parent, i: int, blocks, seq, live: dict[int, int], cache) -> None:
-    """The live blocks above block ``i`` (``parent`` names the first) hold blocks ``i - 1, ..., 0``."""
-    while parent is not None and parent in live:
-        i -= 1
-        _require(i >= 0, f"the cached chain of {rid!r} is longer than its tokens")
-        b = live[parent]
-        _require(cache.key[b][1:] == (blocks[i], seq.salt),
-                 f"block {i} of {rid!r} continues cached block {b}, which holds other tokens")
-        if b == seq.table[i]:
-            return  # its own ancestors are checked at index i
-        parent = cache.key[b][0]
-    _require(parent is not None or i == 0, f"the cached chain of {rid!r} starts at block {i}, not 0")
+def _check_chain(bm: BlockManager, rid: str) -> None:
+    """Each full block of a request names the node of exactly its own prefix and salt; the partial one names none.
+
+    Block ``i``'s node must hang below block ``i - 1``'s (block 0's below the root) and hold
+    block ``i``'s tokens, so by induction it stands for ``tokens[:(i + 1) * S]``.
+    """
+    S, cache, table, tokens = bm.block_size, bm.prefix_cache, bm.block_table(rid), bm.token_ids(rid)
+    blocks, salt = full_blocks(tokens, S, 0, len(tokens) // S), bm.salt(rid)
+    parent: Node | None = None
+    for i, b in enumerate(table):
+        node = cache.node_of(b)
+        if i >= len(blocks) or not bm.enable_prefix_caching:
+            _require(node is None, f"block {b} of {rid!r} is partly filled but names a prefix-cache node")
+            continue
+        _require(node is not None, f"full block {b} at index {i} of {rid!r} is not in the prefix cache")
+        _require(node.parent is parent, f"block {b} at index {i} of {rid!r} does not continue the node of the block before it")
+        _require(node.tokens == blocks[i] and node.salt == salt,
+                 f"block {b} at index {i} of {rid!r} is cached under other tokens or another salt")
+        parent = node
 
 
 def _require(condition: bool, invariant: str) -> None:

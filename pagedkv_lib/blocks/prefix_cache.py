@@ -1,89 +1,148 @@
-"""The prefix cache: full blocks found again by exactly what they were computed after.
+"""The prefix cache: a tree with one node per full-block prefix, so that a hit is exact and nothing held is lost.
 
 A full block's K/V states depend on its own tokens and on every token before it. So the cache
-files a full block under the key ``(parent, tokens, salt)``:
+names the states of a full block by a :class:`Node` of a tree (a radix tree with one block per
+edge, as in SGLang's RadixAttention): the node of a request's block ``i`` stands for the
+prefix ``tokens[:(i + 1) * S]``, and it holds
 
-* ``parent`` names the block before it **by identity**: the id the cache gave that block when
-  it registered it (``None`` for a request's first block). Ids come from a counter and are
-  never reused, so two keys with the same parent id continue the very same cached block;
-* ``tokens`` is the block's own token ids, a tuple of ``block_size`` ints;
-* ``salt`` separates tenants: requests with different salts never share.
+* ``parent``: the node of block ``i - 1`` (``None`` for block 0);
+* ``tokens``: the block's own token ids, a tuple of ``S`` ints;
+* ``salt``: the request's tenant or adapter id (requests with different salts never share);
+* ``block``: the physical block that holds these states and that prompts may hit (``None``
+  after it was evicted);
+* ``refs``: what keeps the node: its child nodes plus the physical blocks that hold its states.
 
-Two prompts reach the same key only if they agree on every token up to the end of the block
-(and on the salt), so a hit is exact. A key that named its parent by a 64-bit hash instead
-would let two different prefixes with equal hashes continue into each other's blocks; vLLM
-names the parent by hash and offers SHA-256 hashes to make that practically impossible. An id
-is exact, and a lookup hashes each key once, as a dict does anyway.
+The tree is one dict from ``(parent node, tokens, salt)`` to a node: a step down is one lookup,
+O(1) per block. Two prefixes meet at one node only if they agree on every token and on the
+salt, so a hit is exact. (vLLM keys a block by a hash of ``(parent hash, tokens, salt)``; two
+different prefixes whose hashes collide would continue into each other's blocks.)
 
-A block whose parent was evicted keeps its entry, but no walk can reach it again (a
-recomputed parent gets a new id); it leaves the map when it is evicted itself. Every entry
-belongs to one physical block, so the map never holds more than ``num_blocks`` keys.
+**Nodes outlive their blocks.** When a cached block is evicted, its node stays as long as
+something below it is still cached, so a request that computes that block again re-attaches
+it to the same node, and the blocks cached below it are found again.
+
+**Duplicates.** A node holds one block. A block computed again for a prefix whose node holds a
+block already (a prompt of exactly ``k`` cached blocks recomputes the last one) stays uncached,
+but it still names the node: the request continues the chain from it.
+
+**Memory.** A node whose ``refs`` drop to 0 (no block holds its states, no child) is dropped,
+and its parent loses a child. So every node lies on the path from the root to the node of some
+physical block: the tree holds at most ``sum of the depths (in blocks) of the blocks' nodes``
+nodes, that is at most ``num_blocks * D`` for prompts of at most ``D`` blocks, and exactly
+``num_blocks`` or fewer while the cached blocks form whole prefixes (the usual case, since a
+request is freed tail first). :func:`pagedkv_lib.blocks.invariants.check_manager` checks that
+the tree holds nothing more.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from itertools import count
+from collections.abc import Iterable, Iterator, Sequence
 
 
 def full_blocks(tokens: Sequence[int], block_size: int, start: int, stop: int) -> list[tuple[int, ...]]:
-    """The token ids of full blocks ``start .. stop - 1`` of ``tokens``, one tuple per block: what keys hold."""
+    """The token ids of full blocks ``start .. stop - 1`` of ``tokens``, one tuple per block."""
     S = block_size
-    run = tuple(tokens[start * S:stop * S])  # one tuple; its slices are the blocks
-    return [run[a:a + S] for a in range(0, len(run), S)]
+    return [tuple(tokens[i * S:(i + 1) * S]) for i in range(start, stop)]
+
+
+class Node:
+    """One full-block prefix: the prefix of ``parent``, then ``tokens``, under ``salt``."""
+
+    __slots__ = ("parent", "tokens", "salt", "block", "refs")
+
+    def __init__(self, parent: Node | None, tokens: tuple[int, ...], salt):
+        self.parent = parent
+        self.tokens = tokens
+        self.salt = salt
+        self.block: int | None = None  # the cached physical block with these states (None: none now)
+        self.refs = 0                  # child nodes + physical blocks holding these states
+
+    def key(self) -> tuple:
+        """Where the tree files this node: ``(parent, tokens, salt)``."""
+        return (self.parent, self.tokens, self.salt)
 
 
 class PrefixCache:
-    """Maps ``(parent id, token ids, salt)`` to a physical block, and each cached block to its key and id.
-
-    Invariants (:meth:`pagedkv_lib.blocks.manager.BlockManager.check_invariants` tests them):
-    ``block_of[key[b]] == b`` for every cached block ``b``, and ``key[b] is None`` exactly
-    when ``b`` is not cached; ``uid[b]`` is set exactly for cached blocks and is unique.
-    """
+    """The tree of full-block prefixes, and which node each physical block's states belong to."""
 
     def __init__(self, num_blocks: int):
-        self.block_of: dict[tuple, int] = {}                # key -> cached block id
-        self.key: list[tuple | None] = [None] * num_blocks  # block id -> its key (None: not cached)
-        self.uid: list[int | None] = [None] * num_blocks    # block id -> the id that names it as a parent
-        self._uids = count()
+        self._nodes: dict[tuple, Node] = {}                     # (parent, tokens, salt) -> node
+        self._node_of: list[Node | None] = [None] * num_blocks  # block id -> node of its states (None: partial or free)
 
     def __len__(self) -> int:
-        return len(self.block_of)
+        """Nodes in the tree (prefixes it remembers, with or without a cached block)."""
+        return len(self._nodes)
 
-    def longest_prefix(self, token_blocks: Sequence[tuple], salt) -> tuple[list[int], int | None]:
-        """The cached blocks that continue a request's first blocks, up to the first miss.
+    # ---------------------------------------------------------------- what the block manager calls
 
-        ``token_blocks`` holds the token ids of each full block from the start of a prompt.
-        Returns ``(hits, parent)``: the hit block ids in order, and the id naming the last hit
-        (``None`` when nothing hit), from which the request's own blocks continue the chain.
-        """
-        hits, parent, block_of = [], None, self.block_of
+    def longest_prefix(self, token_blocks: Iterable[tuple], salt) -> tuple[list[int], Node | None]:
+        """The cached blocks of a prompt's first full blocks, up to the first miss, and the last hit's node."""
+        hits, node = [], None
         for tokens in token_blocks:
-            b = block_of.get((parent, tokens, salt))
-            if b is None:
+            child = self._nodes.get((node, tokens, salt))
+            if child is None or child.block is None:
                 break
-            hits.append(b)
-            parent = self.uid[b]
-        return hits, parent
+            hits.append(child.block)
+            node = child
+        return hits, node
 
-    def register(self, parent: int | None, token_blocks: Iterable[tuple], salt,
-                 blocks: Iterable[int]) -> int | None:
-        """Cache each freshly computed full block ``blocks[i]`` (tokens ``token_blocks[i]``) after ``parent``.
+    def register(self, parent: Node | None, token_blocks: Iterable[tuple], salt, blocks: Iterable[int]) -> None:
+        """Name freshly computed full blocks: ``blocks[i]`` holds ``token_blocks[i]`` after ``parent``'s prefix.
 
-        A key that is cached already (another request computed the same block first) keeps its
-        block: this one stays uncached, and the chain continues from the cached one, so that a
-        later walk finds the blocks registered after it. Returns the id naming the last block.
+        A block whose node holds no block becomes the node's cached block (a recomputed block
+        re-attaches to its old node); otherwise it is a duplicate and stays uncached.
         """
-        block_of, key_of, uid = self.block_of, self.key, self.uid
         for tokens, b in zip(token_blocks, blocks):
             key = (parent, tokens, salt)
-            owner = block_of.setdefault(key, b)
-            if owner == b:
-                key_of[b] = key
-                uid[b] = next(self._uids)
-            parent = uid[owner]
-        return parent
+            node = self._nodes.get(key)
+            if node is None:
+                node = self._nodes[key] = Node(parent, tokens, salt)
+                if parent is not None:
+                    parent.refs += 1
+            node.refs += 1
+            if node.block is None:
+                node.block = b
+            self._node_of[b] = node
+            parent = node
 
-    def forget(self, b: int) -> None:
-        """Drop cached block ``b`` (it is being reused for other tokens); its id dies with it."""
-        del self.block_of[self.key[b]]
-        self.key[b] = self.uid[b] = None
+    def node_of(self, block: int) -> Node | None:
+        """The node whose states physical ``block`` holds (None: a partly filled or a free uncached block)."""
+        return self._node_of[block]
+
+    def is_cached(self, block: int) -> bool:
+        """Whether ``block`` is the block its node serves to prompts."""
+        node = self._node_of[block]
+        return node is not None and node.block == block
+
+    def freed(self, block: int) -> bool:
+        """``block`` is free now; return whether it stays cached (cached free). A duplicate forgets its node."""
+        if self.is_cached(block):
+            return True
+        if self._node_of[block] is not None:
+            self._forget(block)
+        return False
+
+    def evict(self, block: int) -> None:
+        """Cached free ``block`` is reused for other tokens; its node stays while something below it is cached."""
+        self._node_of[block].block = None
+        self._forget(block)
+
+    def _forget(self, block: int) -> None:
+        """``block`` no longer holds its node's states; drop the nodes nothing keeps any more."""
+        node = self._node_of[block]
+        self._node_of[block] = None
+        node.refs -= 1
+        while node is not None and node.refs == 0:
+            del self._nodes[node.key()]
+            node = node.parent
+            if node is not None:
+                node.refs -= 1
+
+    # ---------------------------------------------------------------- read-only views (invariants, tests)
+
+    def nodes(self) -> Iterator[Node]:
+        """Every node of the tree (read them; changing one breaks the cache)."""
+        return iter(list(self._nodes.values()))
+
+    def find(self, parent: Node | None, tokens: tuple, salt) -> Node | None:
+        """The node filed under ``(parent, tokens, salt)``, or None."""
+        return self._nodes.get((parent, tokens, salt))

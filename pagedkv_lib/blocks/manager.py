@@ -116,22 +116,11 @@ class BlockManager:
         req = self._request(request_id)
         new = check_token_ids("token_ids", token_ids)
         copy, grow = self._append_blocks(req, len(new))
-        if copy + grow > self._pool.num_free:
-            raise OutOfBlocksError(f"request {request_id!r} needs {copy + grow} new blocks of {self.block_size} "
-                                   f"token slots to append {len(new)} tokens to its {len(req.tokens)}, but "
-                                   f"only {self._pool.num_free} of {self.num_blocks} blocks are free")
-        pairs = []
-        if copy:
-            src, dst = req.table[-1], self._pool.take(1)[0]
-            self._pool.release([src])  # another table still holds it
-            req.table[-1] = dst
-            pairs.append((src, dst))
-            self._cow_copies += 1
-        if grow:
-            req.table += self._pool.take(grow)
-        T = len(req.tokens)
+        pairs = self._take_append_blocks(request_id, req, copy, grow, len(new)) if copy or grow else []
+        full = len(req.tokens) // self.block_size  # full blocks before: all of them cached already
         req.tokens += new
-        self._cache_full_blocks(req, T // self.block_size)
+        if self.enable_prefix_caching and len(req.tokens) // self.block_size > full:
+            self._cache_full_blocks(req, full)
         return pairs
 
     def fork(self, parent_id: str, child_id: str) -> None:
@@ -155,15 +144,30 @@ class BlockManager:
         """
         T, S = len(req.tokens), self.block_size
         copy = n > 0 and T % S > 0 and self._pool.ref_count(req.table[-1]) > 1
-        return copy, blocks_needed(T + n, S) - len(req.table)
+        return copy, -(-(T + n) // S) - len(req.table)
+
+    def _take_append_blocks(self, request_id: str, req: _Request, copy: bool, grow: int, n: int) -> list:
+        """Take the blocks the append rule asks for (or raise, changing nothing); return the copy pairs."""
+        if copy + grow > self._pool.num_free:
+            raise OutOfBlocksError(f"request {request_id!r} needs {copy + grow} new blocks of {self.block_size} "
+                                   f"token slots to append {n} tokens to its {len(req.tokens)}, but only "
+                                   f"{self._pool.num_free} of {self.num_blocks} blocks are free")
+        pairs = []
+        if copy:
+            src, dst = req.table[-1], self._pool.take(1)[0]
+            self._pool.release([src])  # another table still holds it
+            req.table[-1] = dst
+            pairs.append((src, dst))
+            self._cow_copies += 1
+        req.table += self._pool.take(grow)
+        return pairs
 
     def _cache_full_blocks(self, req: _Request, start: int) -> None:
-        """Register the blocks ``start ..`` of ``req`` that are full now (blocks before ``start`` are)."""
+        """Register the blocks ``start ..`` of ``req`` that are full now (blocks before ``start`` are cached)."""
         stop = len(req.tokens) // self.block_size
-        if self.enable_prefix_caching and stop > start:
-            parent = self._cache.node_of(req.table[start - 1]) if start else None
-            self._cache.register(parent, full_blocks(req.tokens, self.block_size, start, stop), req.salt,
-                                 req.table[start:stop])
+        parent = self._cache.node_of(req.table[start - 1]) if start else None
+        self._cache.register(parent, full_blocks(req.tokens, self.block_size, start, stop), req.salt,
+                             req.table[start:stop])
 
     def _request(self, request_id, name: str = "request_id") -> _Request:
         """The live request ``request_id``, or a clear error naming the argument ``name``."""

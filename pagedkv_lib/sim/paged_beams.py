@@ -4,13 +4,15 @@ Each step the ``k`` new beams choose parents uniformly at random with replacemen
 model of a beam search's choices); a parent no beam chose is freed, a parent chosen twice is
 forked (with sharing on: its blocks are shared and copied on write) or copied (sharing off).
 Then every beam writes one token. Since parents change every step, beam groups advance token
-by token, unlike independent samples.
+by token, unlike independent samples. A beam group never writes the memory's levels: each call
+returns the :class:`~.level_change.Change` it made.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ..accounting import blocks_needed
+from .level_change import Change
 
 if TYPE_CHECKING:
     from .paged_memory import PagedMemory
@@ -47,12 +49,13 @@ class BeamGroup:
             return kept
         return [list(memory.token_ids.ids(request, 0, 0, memory.prompt[request]))] * memory.beam_width
 
-    def admit(self, memory: PagedMemory, t: int) -> None:
-        """Prefill the beams (fresh beams fork the first one with sharing on), write a token, schedule the next step."""
+    def admit(self, memory: PagedMemory, t: int) -> Change:
+        """Prefill the beams (fresh beams fork the first one with sharing on), write a token, schedule the next step.
+
+        If it raises ``OutOfBlocksError``, :meth:`drop` takes back everything it did.
+        """
         manager, k = memory.manager, memory.beam_width
         fresh = all(h is self.history[0] for h in self.history)
-        memory.seqs_running += k  # counted first: drop always takes the whole group out
-        memory.token_jumps += k * self.start_tokens
         for i, history in enumerate(self.history):
             name = memory.new_name(self.request)
             if memory.sharing and fresh and i > 0:
@@ -61,10 +64,11 @@ class BeamGroup:
                 manager.add_request(name, history)
             self.names.append(name)
             self.held[name] = None
-        self.append_token(memory)
+        grown = self.append_token(memory)
         self.schedule(memory, t)
+        return Change(k, k * self.start_tokens, grown)
 
-    def advance(self, memory: PagedMemory, t: int, preempted: list[int]) -> None:
+    def advance(self, memory: PagedMemory, t: int, preempted: list[int]) -> Change:
         """New beams pick parents uniformly at random with replacement; then each appends a token."""
         manager = memory.manager
         parents = memory.rng.integers(0, memory.beam_width, size=memory.beam_width).tolist()
@@ -78,8 +82,8 @@ class BeamGroup:
                 name = memory.new_name(self.request)
                 copy = ((lambda p=parent, name=name: manager.fork(self.names[p], name)) if memory.sharing
                         else (lambda p=parent, name=name: manager.add_request(name, self.history[p])))
-                if not memory.with_room(copy, self, t, preempted):
-                    return
+                if not memory.with_room(copy, self, t, preempted)[0]:
+                    return Change()  # the preemption dropped the group
                 self.held[name] = None
             else:
                 seen.add(parent)
@@ -87,11 +91,15 @@ class BeamGroup:
             names.append(name)
             history.append(self.history[parent])
         self.names, self.history = names, history
-        if memory.with_room(lambda: self.append_token(memory), self, t, preempted):
-            self.schedule(memory, t)
+        done, grown = memory.with_room(lambda: self.append_token(memory), self, t, preempted)
+        if not done:
+            return Change()
+        self.schedule(memory, t)
+        return Change(table_blocks=grown)
 
-    def append_token(self, memory: PagedMemory) -> None:
-        """Every beam writes one token; resumable: beams that already hold it are skipped on a retry."""
+    def append_token(self, memory: PagedMemory) -> int:
+        """Every beam writes one token; return the block-table entries added. Resumable: beams that
+        already hold it are skipped on a retry."""
         tokens_before, written = len(self.history[0]), self.written
         for name in self.names:
             if name not in written:
@@ -101,8 +109,8 @@ class BeamGroup:
         self.history = [h + [written[name]] for h, name in zip(self.history, self.names)]
         written.clear()
         table = memory.beam_width * blocks_needed(tokens_before + 1, memory.block_size)
-        memory.table_blocks += table - self.table_blocks
-        self.table_blocks = table
+        grown, self.table_blocks = table - self.table_blocks, table
+        return grown
 
     def schedule(self, memory: PagedMemory, t: int) -> None:
         """Step again at ``t + 1``, or finish then if the beams have generated the whole output."""
@@ -110,23 +118,21 @@ class BeamGroup:
         calendar = memory.grow if generated < memory.output[self.request][0] else memory.finish
         calendar.schedule(t + 1, self)
 
-    def finish(self, memory: PagedMemory, t: int) -> int:
-        """The beams wrote their last token at step ``t - 1``: free them all; return the request."""
-        self.drop(memory, t)
-        return self.request
+    def finish(self, memory: PagedMemory, t: int) -> tuple[int, Change]:
+        """The beams wrote their last token at step ``t - 1``: free them all; return the request and the change."""
+        return self.request, self.drop(memory, t)
 
-    def keep_progress(self, memory: PagedMemory, t: int) -> None:
-        """Before a preemption at step ``t``: keep each beam's token ids, to prefill again on readmission."""
-        memory.beam_history[self.request] = [h[:self.start_tokens + t - self.admitted_at] for h in self.history]
+    def progress(self, memory: PagedMemory, t: int) -> list[list[int]]:
+        """Before a preemption at step ``t``: each beam's token ids, to prefill again on readmission."""
+        return [h[:self.start_tokens + t - self.admitted_at] for h in self.history]
 
-    def drop(self, memory: PagedMemory, t: int, hand_over: bool = True) -> None:
-        """Free every id the group holds and take it out of the counters, as of step ``t``.
+    def drop(self, memory: PagedMemory, t: int, hand_over: bool = True) -> Change:
+        """Free every id the group holds, as of step ``t``; the change takes the whole group out of the levels.
 
         ``hand_over`` is unused: beams hand every token to the manager the step they write it.
         """
         self.alive = False
         for name in self.held:
             memory.manager.free(name)
-        memory.seqs_running -= memory.beam_width
-        memory.token_jumps -= memory.beam_width * (self.start_tokens + t - self.admitted_at)
-        memory.table_blocks -= self.table_blocks
+        k = memory.beam_width
+        return Change(-k, -k * (self.start_tokens + t - self.admitted_at), -self.table_blocks)

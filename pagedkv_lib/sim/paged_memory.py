@@ -34,6 +34,7 @@ from ..accounting import blocks_needed
 from ..blocks.manager import BlockManager
 from ..errors import OutOfBlocksError
 from .events import EventCalendar
+from .level_change import Change
 from .paged_beams import BeamGroup
 from .paged_samples import SampleGroup
 from .token_ids import TokenIds
@@ -103,13 +104,14 @@ class PagedMemory:
         else:
             group = SampleGroup(request, self._admissions)
         try:
-            group.admit(self, t)
+            change = group.admit(self, t)
             if self.manager.num_free_blocks < self.watermark_blocks:
                 raise OutOfBlocksError(f"admitting request {request} would leave fewer than "
                                        f"{self.watermark_blocks} blocks free")
         except OutOfBlocksError:
-            group.drop(self, t, hand_over=False)
+            group.drop(self, t, hand_over=False)  # takes back all the admission did: the levels stay
             return False
+        self._apply(change)
         self.beam_history.pop(request, None)
         self.running[request] = group
         return True
@@ -124,7 +126,8 @@ class PagedMemory:
         freed = any(item.alive for item in items)
         for item in items:
             if item.alive:
-                request = item.finish(self, t)
+                request, change = item.finish(self, t)
+                self._apply(change)
                 if request is not None:
                     del self.running[request]
                     done.append(request)
@@ -135,7 +138,7 @@ class PagedMemory:
         preempted: list[int] = []
         for item in self.grow.pop_due(t):
             if item.alive:
-                item.advance(self, t, preempted)
+                self._apply(item.advance(self, t, preempted))
         return preempted
 
     def categories(self, series: dict) -> dict[str, np.ndarray]:
@@ -165,24 +168,36 @@ class PagedMemory:
 
     # ------------------------------------------------------------------ preemption and bookkeeping
 
-    def with_room(self, op, group, t: int, preempted: list[int]) -> bool:
-        """Run ``op``; while it lacks blocks, preempt the youngest request. False if ``group`` itself went."""
+    def with_room(self, op, group, t: int, preempted: list[int]) -> tuple[bool, object]:
+        """Run ``op``; while it lacks blocks, preempt the youngest request.
+
+        Returns ``(True, what op returned)``, or ``(False, None)`` if ``group`` itself was preempted.
+        """
         while True:
             try:
-                op()
-                return True
+                return True, op()
             except OutOfBlocksError:
                 victim = next(reversed(self.running.values()))
                 self._preempt(victim, t, preempted)
                 if victim is group:
-                    return False
+                    return False, None
 
     def _preempt(self, group, t: int, preempted: list[int]) -> None:
         """Free every sequence of ``group``; queue it for recompute with what it generated before step ``t``."""
-        group.keep_progress(self, t)
-        group.drop(self, t)
+        kept = group.progress(self, t)
+        if self.beam_width > 1:
+            self.beam_history[group.request] = kept
+        else:
+            self.generated[group.request] = kept
+        self._apply(group.drop(self, t))
         del self.running[group.request]
         preempted.append(group.request)
+
+    def _apply(self, change: Change) -> None:
+        """Add what a call into a request group changed to the levels (only this memory writes them)."""
+        self.seqs_running += change.seqs
+        self.token_jumps += change.tokens
+        self.table_blocks += change.table_blocks
 
     def new_name(self, request: int) -> str:
         """A fresh block-manager id for a sequence of ``request``."""

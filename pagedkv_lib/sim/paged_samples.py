@@ -8,12 +8,16 @@ block). The manager thus holds exactly ``blocks_needed(T, S)`` blocks per sample
 (``T`` the true token count after the step), and has cached every block a sample filled by the
 time anyone could look it up (only the sample itself, prefilled again after a preemption, can
 match its output's ids), as a token-by-token run would.
+
+Samples and their groups never write the memory's levels: each call returns the
+:class:`~.level_change.Change` it made, and the memory adds it.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ..accounting import blocks_needed
+from .level_change import Change
 
 if TYPE_CHECKING:
     from .paged_memory import PagedMemory
@@ -40,50 +44,53 @@ class Sample:
         self.alive = True
         self.sort_key = (group.order, index)
 
-    def advance(self, memory: PagedMemory, t: int, preempted: list[int]) -> None:
+    def advance(self, memory: PagedMemory, t: int, preempted: list[int]) -> Change:
         """Open the block due at step ``t`` (preempting the youngest requests while none is free)."""
-        memory.with_room(lambda: self.write_through(memory, t), self.group, t, preempted)
+        done, grown = memory.with_room(lambda: self.write_through(memory, t), self.group, t, preempted)
+        return Change(table_blocks=grown) if done else Change()  # if not done, the preemption dropped us
 
-    def write_through(self, memory: PagedMemory, t: int) -> None:
-        """Hand over the token of step ``t`` (the admission's first, or one opening a block); schedule the next call."""
+    def write_through(self, memory: PagedMemory, t: int) -> int:
+        """Hand over the token of step ``t`` (the admission's first, or one opening a block); schedule the next call.
+
+        Returns the block-table entries it added.
+        """
         position = self.start_tokens + (t - self.admitted_at)
-        self.hand_over(memory, position + 1)
+        grown = self.hand_over(memory, position + 1)
         next_opening = self.blocks * memory.block_size  # the first position past the blocks held
         if next_opening < self.final_tokens:
             memory.grow.schedule(self.admitted_at + next_opening - self.start_tokens, self)
         else:
             memory.finish.schedule(self.admitted_at + self.final_tokens - self.start_tokens, self)
+        return grown
 
-    def hand_over(self, memory: PagedMemory, stop: int) -> None:
-        """Give the manager the ids of positions ``handed_over..stop-1`` (allocates only if one opens a block)."""
+    def hand_over(self, memory: PagedMemory, stop: int) -> int:
+        """Give the manager the ids of positions ``handed_over..stop-1``; return the block-table entries added."""
         sent = self.handed_over
         if stop <= sent:
-            return
+            return 0
         memory.manager.append_tokens(self.name, memory.token_ids.ids(self.group.request, self.index, sent, stop))
         blocks = blocks_needed(stop, memory.block_size)
-        memory.table_blocks += blocks - self.blocks
-        self.handed_over, self.blocks = stop, blocks
+        grown, self.handed_over, self.blocks = blocks - self.blocks, stop, blocks
+        return grown
 
-    def free(self, memory: PagedMemory, t: int, hand_over: bool = True) -> None:
+    def free(self, memory: PagedMemory, t: int, hand_over: bool = True) -> Change:
         """Free the sample as of step ``t``, first handing over the tokens it truly holds (full blocks get cached)."""
         held = self.start_tokens + (t - self.admitted_at)
-        if hand_over:
-            self.hand_over(memory, held)
+        grown = self.hand_over(memory, held) if hand_over else 0
         memory.manager.free(self.name)
         self.alive = False
-        memory.seqs_running -= 1
-        memory.token_jumps -= held
-        memory.table_blocks -= self.blocks
+        return Change(-1, -held, grown - self.blocks)
 
-    def finish(self, memory: PagedMemory, t: int) -> int | None:
-        """The sample wrote its last token at step ``t - 1``: free it; return its request if that was the last one."""
-        self.free(memory, t)
+    def finish(self, memory: PagedMemory, t: int) -> tuple[int | None, Change]:
+        """The sample wrote its last token at step ``t - 1``: free it. Returns its request if that was the
+        group's last sample (else None), and the change."""
+        change = self.free(memory, t)
         group = self.group
         group.unfinished -= 1
         if group.unfinished:
-            return None
+            return None, change
         group.alive = False
-        return group.request
+        return group.request, change
 
 
 class SampleGroup:
@@ -97,10 +104,13 @@ class SampleGroup:
         self.unfinished = 0
         self.alive = True
 
-    def admit(self, memory: PagedMemory, t: int) -> None:
-        """Prefill every unfinished sample (a fresh request's samples fork the first one's prompt with sharing on)."""
+    def admit(self, memory: PagedMemory, t: int) -> Change:
+        """Prefill every unfinished sample (a fresh request's samples fork the first one's prompt with sharing on).
+
+        If it raises ``OutOfBlocksError``, :meth:`drop` takes back everything it did.
+        """
         r, manager, generated = self.request, memory.manager, memory.generated[self.request]
-        fork_from = None
+        fork_from, change = None, Change()
         for index, output in enumerate(memory.output[r]):
             if generated[index] == output:
                 continue  # this sample had finished before the preemption
@@ -113,23 +123,25 @@ class SampleGroup:
                 if memory.sharing and not any(generated):
                     fork_from = sample.name
             self.samples.append(sample)
-            memory.seqs_running += 1
-            memory.token_jumps += start
-            memory.table_blocks += sample.blocks
+            change = change.plus(Change(1, start, sample.blocks))
         self.unfinished = len(self.samples)
         for sample in self.samples:
-            sample.write_through(memory, t)
+            change = change.plus(Change(table_blocks=sample.write_through(memory, t)))
+        return change
 
-    def keep_progress(self, memory: PagedMemory, t: int) -> None:
-        """Before a preemption at step ``t``: remember how many tokens each live sample had generated."""
+    def progress(self, memory: PagedMemory, t: int) -> list[int]:
+        """Before a preemption at step ``t``: how many tokens each sample had generated (what recompute keeps)."""
+        generated = list(memory.generated[self.request])
         for sample in self.samples:
             if sample.alive:
-                generated = sample.start_tokens + (t - sample.admitted_at) - memory.prompt[self.request]
-                memory.generated[self.request][sample.index] = generated
+                generated[sample.index] = sample.start_tokens + (t - sample.admitted_at) - memory.prompt[self.request]
+        return generated
 
-    def drop(self, memory: PagedMemory, t: int, hand_over: bool = True) -> None:
+    def drop(self, memory: PagedMemory, t: int, hand_over: bool = True) -> Change:
         """Free every live sample as of step ``t`` (``hand_over=False``: a failed admission, nothing to hand over)."""
         self.alive = False
+        change = Change()
         for sample in self.samples:
             if sample.alive:
-                sample.free(memory, t, hand_over)
+                change = change.plus(sample.free(memory, t, hand_over))
+        return change

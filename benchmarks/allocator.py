@@ -278,10 +278,10 @@ def load_baseline(rev: str):
     os.rename(os.path.join(folder, "pagedkv_lib"), os.path.join(folder, "pagedkv_baseline"))
     sys.path.insert(0, folder)
     base = importlib.import_module("pagedkv_baseline")
-    for name in ("allocator", "sim_paged", "simulate"):
+    for name in ("blocks.manager", "sim.paged_memory", "sim.simulate", "sim.workloads"):
         importlib.import_module(f"pagedkv_baseline.{name}")
     # Old and new raise and catch one OutOfBlocksError class, so one driver serves both.
-    base.allocator.OutOfBlocksError = base.sim_paged.OutOfBlocksError = OutOfBlocksError
+    base.blocks.manager.OutOfBlocksError = base.sim.paged_memory.OutOfBlocksError = OutOfBlocksError
     return base
 
 
@@ -302,16 +302,16 @@ def method_us(manager_class, args, caching: bool, null: Timed) -> dict[str, floa
 
 def simulate_seconds(base, manager_class, trace, policy: str) -> float:
     """Seconds for the baseline's simulator to run ``policy`` with ``manager_class`` as its block manager."""
-    base.sim_paged.BlockManager = manager_class
+    base.sim.paged_memory.BlockManager = manager_class
     t0 = CPU()
-    base.simulate.simulate(trace, policy, progress=False)
+    base.sim.simulate.simulate(trace, policy, progress=False)
     return CPU() - t0
 
 
 def compare(args) -> None:
     """Every measurement for the baseline and the current manager, alternating; medians and ranges."""
     base = load_baseline(args.baseline)
-    managers = {"old": base.allocator.BlockManager, "new": BlockManager}
+    managers = {"old": base.blocks.manager.BlockManager, "new": BlockManager}
     print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, Python {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f} at start; old = {args.baseline}, new = working tree; "
           f"{args.repeat} alternating repeats, {args.requests} trace requests")
@@ -319,7 +319,7 @@ def compare(args) -> None:
                  for _ in range(args.repeat))
     timed_null = Timed(NullManager(), CPU)
     drive(timed_null, args.requests, args.seed, args.max_running, CPU)
-    trace = base.workloads.sharegpt_like(args.simulate, seed=args.seed) if args.simulate else None
+    trace = base.sim.workloads.sharegpt_like(args.simulate, seed=args.seed) if args.simulate else None
     figures: dict[str, dict[str, list[float]]] = {}
 
     def record(what: str, label: str, value: float) -> None:

@@ -568,3 +568,12 @@ def test_every_cached_free_block_can_be_hit_again():
     assert bm.free_queue()[1] == cached + [p]  # C's second copy was not cached beside the first
     assert bm.add_request("probe", P + C + [60]) == 8
     assert bm.block_table("probe")[:2] == [p] + cached, "C's cached block can never be hit again"
+
+
+def test_the_prefix_cache_forgets_a_prefix_once_no_block_holds_it_or_anything_below_it():
+    bm = _child_cached_below_an_evicted_parent()
+    assert len(bm.prefix_cache) == 2             # P (no block now) is kept for C below it
+    for i in range(5):                           # five fresh one-block prompts use up and evict every block
+        bm.add_request(f"fill{i}", [100 + i])
+    assert bm.stats().cached_free_blocks == 0 and len(bm.prefix_cache) == 0
+    bm.check_invariants()

@@ -285,6 +285,18 @@ class AllocatorMachine(RuleBasedStateMachine):
         assert self.bm.free_queue() == self.model.free_queue()
 
     @invariant()
+    def the_tree_holds_only_the_prefixes_of_states_that_blocks_hold(self):
+        # The prefix cache's memory bound: its nodes are exactly the nodes on the paths from the root
+        # to the nodes of blocks that hold a full block's states, so at most the sum of their depths.
+        cache, paths, depths = self.bm.prefix_cache, set(), 0
+        for b in range(self.bm.num_blocks):
+            node = cache.node_of(b)
+            while node is not None:
+                paths.add(id(node))
+                node, depths = node.parent, depths + 1
+        assert len(cache) == len(paths) <= depths
+
+    @invariant()
     def every_request_reads_back_its_own_tokens(self):
         for rid, toks in self.tokens.items():
             slots = self.bm.slot_mapping(rid, range(len(toks))).tolist()

@@ -25,13 +25,14 @@ it to the same node, and the blocks cached below it are found again.
 block already (a prompt of exactly ``k`` cached blocks recomputes the last one) stays uncached,
 but it still names the node: the request continues the chain from it.
 
-**Memory.** A node whose ``refs`` drop to 0 (no block holds its states, no child) is dropped,
-and its parent loses a child. So every node lies on the path from the root to the node of some
-physical block: the tree holds at most ``sum of the depths (in blocks) of the blocks' nodes``
-nodes, that is at most ``num_blocks * D`` for prompts of at most ``D`` blocks, and exactly
-``num_blocks`` or fewer while the cached blocks form whole prefixes (the usual case, since a
-request is freed tail first). :func:`pagedkv_lib.blocks.invariants.check_manager` checks that
-the tree holds nothing more.
+**Memory.** A node whose ``refs`` drop to 0 (no block holds its states, no child is left) is
+dropped, and its parent loses a child (a node is made once and dropped once: O(1) per block,
+amortized). So the tree holds exactly the nodes on the paths from the
+root to the nodes of blocks that hold a full block's states: at most the sum of those blocks'
+depths (in blocks), so at most ``num_blocks * D`` nodes for prompts of at most ``D`` blocks, and
+at most ``num_blocks`` while every such node's parent has a block too (the usual case: a request
+is freed tail first, so its prefix blocks are evicted last). Each node holds ``S`` token ids.
+:func:`pagedkv_lib.blocks.invariants.check_manager` checks that the tree holds nothing more.
 """
 from __future__ import annotations
 

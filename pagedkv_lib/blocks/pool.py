@@ -65,15 +65,15 @@ class BlockPool:
 
         Precondition (the caller checks it): ``n <= num_free``.
         """
-        taken = []
+        free, ref_cnt, taken = self._free, self._ref_cnt, []
         for _ in range(n):
-            if self._free:
-                b = self._free.pop()
+            if free:
+                b = free.pop()
             else:
                 b = self._lru.popitem(last=False)[0]
                 self._cache.evict(b)  # its states are about to be overwritten
                 self.evictions += 1
-            self._ref_cnt[b] = 1
+            ref_cnt[b] = 1
             taken.append(b)
         self.allocated += n
         return taken
@@ -93,9 +93,10 @@ class BlockPool:
         the free stack. The manager passes a table tail first, so its first blocks, the ones
         other prompts are most likely to hit, join the queue last and are evicted last.
         """
+        ref_cnt = self._ref_cnt
         for b in blocks:
-            self._ref_cnt[b] -= 1
-            if self._ref_cnt[b] == 0:
+            ref_cnt[b] -= 1
+            if ref_cnt[b] == 0:
                 self.freed += 1
                 if self._cache.freed(b):
                     self._lru[b] = None

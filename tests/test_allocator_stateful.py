@@ -327,7 +327,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
 
 TestAllocatorMachine = AllocatorMachine.TestCase
-TestAllocatorMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestAllocatorMachine.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
 
 
 def test_the_machine_reaches_a_recomputed_parent_hitting_its_child():

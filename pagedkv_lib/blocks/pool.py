@@ -3,9 +3,9 @@
 The pool owns ``num_blocks`` physical blocks. It alone changes ref counts. Every block is in
 exactly one of three states:
 
-* **used**: ``ref_cnt[b] >= 1``, the number of block tables that hold it;
-* **free, uncached**: ``ref_cnt[b] == 0`` and ``b`` is on the stack ``_free``;
-* **free, cached**: ``ref_cnt[b] == 0``, the block still holds states the prefix cache can
+* **used**: ``_ref_cnt[b] >= 1``, the number of block tables that hold it;
+* **free, uncached**: ``_ref_cnt[b] == 0`` and ``b`` is on the stack ``_free``;
+* **free, cached**: ``_ref_cnt[b] == 0``, the block still holds states the prefix cache can
   serve, and ``b`` is in the LRU queue ``_lru``, least recently freed first.
 
 Allocation takes uncached free blocks first; only when none is left does it evict the front

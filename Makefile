@@ -88,8 +88,8 @@ FORMAT ?= csv
 export: $(STAMP)  ## the gradebook as grades.csv, with each student's status (FORMAT=canvas ROSTER=x.csv: also grades-canvas.csv)
 	$(RUN) python -m pagedkv_lib.course export --format="$(FORMAT)" $(if $(ROSTER),--roster="$(ROSTER)")
 
-report: $(STAMP)  ## the class report: report/report.md with a score histogram and pass rates
-	$(RUN) python -m pagedkv_lib.course report
+report: $(STAMP)  ## the class report: report/report.md (and .html): scores, pass rates, the class's predictions (NAMES=1 names learners)
+	$(RUN) python -m pagedkv_lib.course report $(if $(NAMES),--names)
 
 clean-grading:  ## remove the instructor's grading outputs (gradebook, autograded/, feedback/, report/)
 	rm -rf autograded feedback report grading-logs grading-cache gradebook.db grades.csv grades-canvas.csv status.csv collect.json

@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="autograde: students graded at once (default: CPU cores)")
     p.add_argument("--format", choices=["csv", "canvas"], default="csv",
                    help="export: csv (nbgrader's grades.csv) or canvas (also grades-canvas.csv for Canvas's import)")
+    p.add_argument("--names", action="store_true", help="report: name learners in the predictions section")
     p.add_argument("--roster", help="export --format=canvas, collect of a Canvas zip: Canvas's gradebook export CSV")
     return p
 
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
                 print("Canvas gradebook import written to grades-canvas.csv")
         else:
             releases = _releases(args.course_dir)
-            print("report written to", report(args.course_dir, releases=releases))
+            print("report written to", report(args.course_dir, releases=releases, names=args.names))
     except (PagedKVError, FileNotFoundError) as err:
         print(err, file=sys.stderr)
         return 1

@@ -19,7 +19,6 @@ who predicted right and of those who predicted wrong (from ``autograded/``). No 
 """
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections import Counter, defaultdict
@@ -37,6 +36,9 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _DECLARED = re.compile(r"""\b(?:predict|Gate|gate)\(\s*\\?["']([A-Za-z0-9][A-Za-z0-9_.:-]{0,79})\\?["']""")
 KINDS = ("choice", "number", "text")
+#: What could make learner text a link, image, tag, entity, emphasis, code, maths or table cell in Markdown
+#: (``:`` and ``@`` stop autolinks); CommonMark shows any of them literally after a backslash.
+_PUNCTUATION = frozenset("!#$&()*:<>@[\\]_`{|}~")
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,9 @@ def _text(value) -> str:
 
 
 def safe(value) -> str:
-    """``value`` as text that Markdown and HTML both show literally (no links, images, tags or tables)."""
-    text = html.escape(value if isinstance(value, str) else _shown(value), quote=True)
-    return "".join(f"&#{ord(c)};" if c in "[]()!*_`|#\\~$" else c for c in text)
+    """``value`` as Markdown that shows it literally: each mark in :data:`_PUNCTUATION` backslash-escaped."""
+    text = value if isinstance(value, str) else _shown(value)
+    return "".join("\\" + c if c in _PUNCTUATION else c for c in text)
 
 
 def _id(text: str) -> str:
@@ -327,7 +329,8 @@ def write_html(markdown_path) -> Path:
     body = mistune.create_markdown(escape=True, plugins=["table"])(path.read_text(encoding="utf-8"))
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>Class report</title><style>"
             "body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em}"
-            "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}img{max-width:100%}"
+            "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}td{overflow-wrap:anywhere}"
+            "img{max-width:100%}"
             "</style></head><body>" + body + "</body></html>\n")
     out = path.with_suffix(".html")
     out.write_text(page, encoding="utf-8")

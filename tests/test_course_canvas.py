@@ -23,7 +23,6 @@ from hypothesis import example, given, strategies as st
 from conftest import REPO
 from pagedkv_lib.course import __main__ as cli
 from pagedkv_lib.course import canvas
-from pagedkv_lib.course.intake import collect
 from pagedkv_lib.course.nbclean import answer_marker
 
 HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Attendance",
@@ -212,7 +211,7 @@ def _canvas_zip(tmp_path) -> Path:
 
 def test_canvas_zip_is_placed_by_roster_login_keeping_each_students_newest_file(tmp_path):
     root = tmp_path / "course"
-    found = collect(_canvas_zip(tmp_path), root, {"ps2_math": _release()}, None, _roster(tmp_path))
+    found = canvas.collect(_canvas_zip(tmp_path), root, {"ps2_math": _release()}, None, _roster(tmp_path))
     assert sorted(found.placed) == ["jdoe/ps2_math", "klee/ps2_math", "rsmith/ps2_math"]
 
     def answer(student):
@@ -229,7 +228,7 @@ def test_canvas_zip_is_placed_by_roster_login_keeping_each_students_newest_file(
 
 def test_canvas_zip_without_roster_is_refused_naming_roster(tmp_path):
     with pytest.raises(canvas.PagedKVError, match="ROSTER=<Canvas gradebook export>.csv"):
-        collect(_canvas_zip(tmp_path), tmp_path / "course", {"ps2_math": _release()})
+        canvas.collect(_canvas_zip(tmp_path), tmp_path / "course", {"ps2_math": _release()})
     assert not (tmp_path / "course" / "submitted").exists()
 
 

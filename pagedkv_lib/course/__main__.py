@@ -10,7 +10,7 @@ from . import __doc__ as _doc
 from . import canvas
 from .classrun import autograde, print_summary
 from .class_report import export, report
-from .intake import collect, release_notebooks
+from .intake import release_notebooks
 from .grade import DEFAULT_TIMEOUT_S, assignments, cached_releases, generate
 from .workflow import feedback
 
@@ -40,7 +40,7 @@ def _collect(args) -> None:
     if not args.source:
         raise PagedKVError("collect needs the folder or zip of notebooks: python -m pagedkv_lib.course collect DOWNLOADS")
     releases = _releases(args.course_dir)
-    found = collect(args.source, args.course_dir, releases, args.assignment, args.roster)
+    found = canvas.collect(args.source, args.course_dir, releases, args.assignment, args.roster)
     print(f"placed {len(found.placed)} notebooks in submitted/")
     for name, why in {**found.unplaced, **found.unreadable}.items():
         print(f"NOT PLACED {name}: {why}", file=sys.stderr)

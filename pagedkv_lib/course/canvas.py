@@ -27,10 +27,12 @@ from __future__ import annotations
 import csv
 import io
 import re
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PagedKVError
+from . import intake
 from .intake import student_id
 
 #: Canvas's student columns, in the order its export writes them (the import needs Student, ID first
@@ -286,3 +288,19 @@ def placer(members: list[str], roster_path, assignments: list[str], default: str
             raise ValueError(found)
         return found
     return place
+
+
+def _members(source: Path) -> list[str]:
+    if source.is_file() and zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as z:
+            return [n for n in z.namelist() if not n.endswith("/")]
+    return [p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file()] if source.is_dir() else []
+
+
+def collect(source, course_dir=".", releases: dict | None = None, default: str | None = None, roster=None):
+    """:func:`intake.collect`, placing a Canvas "Download Submissions" zip (or its unpacked folder) through
+    ``roster``; any other collection as ``intake.collect`` does."""
+    names = sorted(releases or {})
+    default = default or (names[0] if len(names) == 1 else None)
+    where = placer(_members(Path(source)), roster, names, default)
+    return intake.collect(source, course_dir, releases, default, where or intake.place)

@@ -71,20 +71,18 @@ def _files(source: Path, scratch: Path) -> tuple[Path, list[Path]]:
 
 
 def collect(source, course_dir=".", releases: dict | None = None, default: str | None = None,
-            roster=None) -> Collected:
+            where=place) -> Collected:
     """Place and clean every notebook under ``source`` (a folder or a zip) into ``submitted/``.
 
     ``releases`` maps each assignment name to its released notebook (a JSON dict); with one assignment
-    it is the default for bare ``<student>.ipynb`` names. Canvas's "Download Submissions" names are
-    placed through ``roster``, its gradebook export (see ``canvas.py``). Writes ``collect.json``.
+    it is the default for bare ``<student>.ipynb`` names. ``where`` places a file as :func:`place` does
+    (``canvas.collect`` passes Canvas's). Writes ``collect.json`` beside ``submitted/``.
     """
     root, found = Path(course_dir), Collected()
     names = sorted(releases)
     default = default or (names[0] if len(names) == 1 else None)
     with tempfile.TemporaryDirectory() as scratch:
         base, files = _files(Path(source), Path(scratch))
-        from .canvas import placer  # imported here: canvas uses this module's student_id
-        where = placer([p.relative_to(base).as_posix() for p in files], roster, names, default) or place
         for path in files:
             rel = path.relative_to(base)
             if path.suffix != ".ipynb":

@@ -224,6 +224,8 @@ def test_canvas_zip_is_placed_by_roster_login_keeping_each_students_newest_file(
     assert "anonymous grading" in why["anon_k3x9q_67894_ps2_math.ipynb"]
     assert why["doejane_12345_67998_notes.pdf"] == "not a notebook (.ipynb)"
     assert len(found.placed) + len(why) == 7  # nothing dropped silently
+    late = json.loads((root / "collect.json").read_text(encoding="utf-8"))["problems"]
+    assert sorted(k for k, notes in late.items() if any("late" in n for n in notes)) == ["klee/ps2_math", "rsmith/ps2_math"]
 
 
 def test_canvas_zip_without_roster_is_refused_naming_roster(tmp_path):
@@ -235,3 +237,40 @@ def test_canvas_zip_without_roster_is_refused_naming_roster(tmp_path):
 def test_ordinary_downloads_are_not_taken_for_canvas_ones():
     assert not canvas.is_download(["alice_ps2_math.ipynb", "bob/ps2_math (1).ipynb", "ps2_math_carol.ipynb"])
     assert canvas.is_download(["doejane_12345_67890_ps2_math.ipynb", "readme.txt"])
+
+
+# --- the whole round trip, with the real nbgrader ---------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("nbgrader-class")
+def test_canvas_zip_to_canvas_import_through_real_autograding(tmp_path):
+    """Canvas's zip in, nbgrader's autograde, grades-canvas.csv out: the solution's points land under
+    the roster's column for the right Canvas user, the empty notebook's 0 under the other."""
+    import shutil
+
+    from classroom import answered, solutions_by_cell
+    from pagedkv_lib import course
+    from pagedkv_lib.course.intake import release_notebooks
+    root = tmp_path / "course"
+    root.mkdir()
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    for folder in (course.SOURCE, course.RELEASE):
+        shutil.copytree(REPO / folder / "ps2_math", root / folder / "ps2_math")
+    release = json.loads((REPO / course.RELEASE / "ps2_math" / "ps2_math.ipynb").read_text(encoding="utf-8"))
+    solution = json.loads((REPO / course.SOURCE / "ps2_math" / "ps2_math.ipynb").read_text(encoding="utf-8"))
+    downloads = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(downloads, "w") as z:
+        z.writestr(canvas_member("Doe, Jane", "12345", "67890", "ps2_math.ipynb"),
+                   json.dumps(answered(release, solutions_by_cell(solution))))
+        z.writestr(canvas_member("Roe, Smith", "12346", "67891", "ps2_math-1.ipynb", late=True), json.dumps(release))
+    roster = _roster(tmp_path)
+    found = canvas.collect(downloads, root, release_notebooks(root / course.RELEASE), None, roster)
+    assert sorted(found.placed) == ["jdoe/ps2_math", "rsmith/ps2_math"]
+    statuses = {s.student: s for s in course.autograde(root, timeout_s=10, workers=1, progress=False)}
+    assert any("late" in d for d in statuses["rsmith"].details)
+    grades = {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").open(encoding="utf-8"))}
+    result = canvas.export(root, canvas.read_roster(roster))
+    rows = {r[1]: r for r in csv.reader((root / "grades-canvas.csv").open(encoding="utf-8"))}
+    assert rows["12345"][-1] == f"{float(grades['jdoe']['score']):.2f}" and float(grades["jdoe"]["score"]) > 0
+    assert rows["12346"][-1] == "0.00" and rows["12347"][-1] == ""
+    assert result.points_differ  # ps2_math's nbgrader maximum is not this roster's 12 points

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import PagedKVError
@@ -40,6 +41,7 @@ from .intake import student_id
 IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "Root Account", "Section")
 #: Where the ids may start in a member name (a lookahead, so that every candidate position is seen).
 _IDS = re.compile(r"(?=[_-](?:(?P<late>late)_)?(?P<user>\d+)_(?P<file>\d+)_(?P<original>.+)$)", re.IGNORECASE)
+_LATE = re.compile(r"[_-]late_\d+_\d+_", re.IGNORECASE)
 ANONYMOUS = re.compile(r"^(?:late_)?anon_[a-z0-9]+_\d+_.+$", re.IGNORECASE)
 _ASSIGNMENT_ID = re.compile(r"\s*\((\d+)\)\s*$")
 
@@ -303,4 +305,10 @@ def collect(source, course_dir=".", releases: dict | None = None, default: str |
     names = sorted(releases or {})
     default = default or (names[0] if len(names) == 1 else None)
     where = placer(_members(Path(source)), roster, names, default)
-    return intake.collect(source, course_dir, releases, default, where or intake.place)
+    found = intake.collect(source, course_dir, releases, default, where or intake.place)
+    late = [key for key, member in found.placed.items() if where and _LATE.search(member)]
+    for key in late:  # into collect.json, whose notes autograde puts in the student's status details
+        found.problems.setdefault(key, []).append("handed in late (Canvas marked the file LATE)")
+    if late:
+        (Path(course_dir) / intake.COLLECT_LOG).write_text(json.dumps(asdict(found), indent=1), encoding="utf-8")
+    return found

@@ -203,6 +203,10 @@ def _graded(question: str, student: str, assignment: str, scores: dict):
     return None, None
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
 
@@ -254,7 +258,7 @@ def _gate_section(gate: str, assignment: str, preds: list[Prediction], scores: d
     judged = [p for p in preds if p.right is not None]
     right = sum(p.right for p in judged)
     share = f"{100 * right / len(judged):.0f}% right ({right} of {len(judged)} with a verdict)" if judged else "no verdicts"
-    lines += [f"{len(preds)} learners committed; {share}.", ""]
+    lines += [f"{_count(len(preds), 'learner')} committed; {share}.", ""]
     path = fig_dir / f"{_slug(assignment)}--{_slug(gate)}.png"
     _figure(path, gate, preds)
     lines += [f"![{_id(gate)}]({rel}/{path.name})", ""]
@@ -309,7 +313,8 @@ def prediction_section(course_dir=".", out_dir="report", releases: dict | None =
         by_gate[(p.assignment, p.gate)].append(p)
     lines = ["## Predictions before the reveal", ""]
     learners = len({p.student for p in preds})
-    lines += [f"{len(preds)} committed predictions from {learners} learners at {len(by_gate)} gates."
+    lines += [f"{_count(len(preds), 'committed prediction')} from {_count(learners, 'learner')} at "
+              f"{_count(len(by_gate), 'gate')}."
               + (" Ignored: " + ", ".join(f"{n} {safe(why)}" for why, n in sorted(bad.items())) + "." if bad else ""),
               ""]
     if not by_gate:

@@ -14,6 +14,7 @@ from pagedkv_lib.course.prediction_report import (MAX_RECORDS, MAX_TEXT, MIME, p
                                                   read_predictions)
 
 STUDENTS = ["learner_ada", "learner_bo", "learner_cy", "learner_di", "learner_ed", "learner_fu"]
+FORGER = "learner_aa"  # sorts first; commits a number at a choice gate
 SLACK_MISTAKE = "counted a whole block of slack per request instead of half a block on average"
 
 
@@ -86,6 +87,7 @@ def course(tmp_path):
               nb([output(rec("q-waste", value, kind="text" if value == evil else "choice", right=value == "4",
                              mis="thinks memory is reserved per token" if value == "2" else None))]))
     (root / "submitted" / "learner_bo" / "01_intuition" / "copy.ipynb").write_text("{ truncated", encoding="utf-8")
+    write(root, "submitted", FORGER, "ps2_math", nb([output(rec("ps2-blocks", 52.0, right=True, question="q2_tests"))]))
     with (root / "grades.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["assignment", "student_id", "raw_score", "score", "max_score"])
@@ -129,7 +131,7 @@ def test_malformed_and_hostile_records_are_counted_and_shown_inertly(course):
     ignored = re.search(r"Ignored: (.*)\.", text)[1]
     for reason in ("1 not valid JSON", "1 not a JSON object", "1 unknown version", "1 bad gate id", "1 bad kind",
                    "4 value does not fit its kind", "1 bad right", "1 bad misconception", "1 bad time",
-                   "1 bad question", "1 unreadable notebook"):
+                   "1 bad question", "1 unreadable notebook", "1 kind differs from the gate's other records"):
         assert reason in ignored
     assert "<script>" not in text and "](http" not in text and "passwd" not in text
     lesson = _section(text, "q-waste")
@@ -144,7 +146,7 @@ def test_malformed_and_hostile_records_are_counted_and_shown_inertly(course):
 def test_no_learner_is_named_unless_the_instructor_asks(course):
     root, releases = course
     text = report(root, releases=releases).read_text(encoding="utf-8")
-    assert not any(s in text or s.replace("_", "\\_") in text for s in STUDENTS)
+    assert not any(s in text or s.replace("_", "\\_") in text for s in STUDENTS + [FORGER])
     named = report(root, releases=releases, names=True).read_text(encoding="utf-8")
     assert all(f"| {s} |" in named for s in STUDENTS)
 
@@ -164,5 +166,5 @@ def test_records_past_the_cap_are_counted_not_read(tmp_path):
 
 def test_no_records_at_all_says_so(tmp_path):
     (tmp_path / "submitted").mkdir()
-    lines = prediction_section(tmp_path)
+    lines = prediction_section(tmp_path, tmp_path / "report")
     assert "No prediction was committed in the handed-in notebooks." in lines

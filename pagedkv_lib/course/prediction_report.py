@@ -300,9 +300,19 @@ def _score_link(preds: list[Prediction], scores: dict) -> list[str]:
     return out + [""]
 
 
-def prediction_section(course_dir=".", out_dir="report", releases: dict | None = None, names: bool = False,
+def _one_kind(group: list[Prediction], bad: Counter) -> list[Prediction]:
+    """The gate's records of its most common kind; others (a forged kind) are counted in ``bad``."""
+    if not group:
+        return group
+    kind = Counter(p.kind for p in group).most_common(1)[0][0]
+    kept = [p for p in group if p.kind == kind or {p.kind, kind} == {"choice", "text"}]
+    bad["kind differs from the gate's other records"] += len(group) - len(kept)
+    return kept
+
+
+def prediction_section(course_dir, out_dir, releases: dict | None = None, names: bool = False,
                        submitted: str = "submitted", autograded: str = "autograded") -> list[str]:
-    """The report's Markdown lines for every gate, its figures written under ``<out_dir>/predictions/``."""
+    """The report's Markdown lines for every gate; its figures go to ``<out_dir>/predictions/``."""
     root = Path(course_dir)
     preds, bad = read_predictions(root / submitted)
     by_gate: dict[tuple, list] = defaultdict(list)
@@ -311,19 +321,20 @@ def prediction_section(course_dir=".", out_dir="report", releases: dict | None =
             by_gate[(assignment, gate)]
     for p in preds:
         by_gate[(p.assignment, p.gate)].append(p)
+    by_gate = {key: _one_kind(group, bad) for key, group in sorted(by_gate.items())}
+    kept = [p for group in by_gate.values() for p in group]
     lines = ["## Predictions before the reveal", ""]
-    learners = len({p.student for p in preds})
-    lines += [f"{_count(len(preds), 'committed prediction')} from {_count(learners, 'learner')} at "
-              f"{_count(len(by_gate), 'gate')}."
+    lines += [f"{_count(len(kept), 'committed prediction')} from {_count(len({p.student for p in kept}), 'learner')} "
+              f"at {_count(len(by_gate), 'gate')}."
               + (" Ignored: " + ", ".join(f"{n} {safe(why)}" for why, n in sorted(bad.items())) + "." if bad else ""),
               ""]
     if not by_gate:
         return lines + ["No prediction was committed in the handed-in notebooks.", ""]
-    fig_dir = Path(out_dir) if Path(out_dir).is_absolute() else root / out_dir
-    (fig_dir / "predictions").mkdir(parents=True, exist_ok=True)
+    fig_dir = Path(out_dir) / "predictions"
+    fig_dir.mkdir(parents=True, exist_ok=True)
     scores = question_scores(root / autograded) if (root / autograded).is_dir() else {}
-    for (assignment, gate), group in sorted(by_gate.items()):
-        lines += _gate_section(gate, assignment, group, scores, fig_dir / "predictions", "predictions", names)
+    for (assignment, gate), group in by_gate.items():
+        lines += _gate_section(gate, assignment, group, scores, fig_dir, "predictions", names)
     return lines
 
 

@@ -31,6 +31,7 @@ from .nbclean import _grade_id, _is_test
 MIME = "application/vnd.pagedkv.prediction+json"
 MAX_TEXT = 200            # characters kept of any learner-written string
 MAX_RECORDS = 1000        # prediction outputs read per notebook; more are counted as malformed
+MAX_GATES = 60            # distinct gates per notebook (a lesson has a handful): more cannot flood the report
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
@@ -145,7 +146,7 @@ def read_predictions(submitted_dir) -> tuple[list[Prediction], Counter]:
         except (ValueError, RecursionError):
             bad["unreadable notebook"] += 1
             continue
-        seen = 0
+        seen, gates = 0, set()
         for out in _outputs(nb):
             data = out.get("data")
             if not isinstance(data, dict) or MIME not in data:
@@ -158,6 +159,11 @@ def read_predictions(submitted_dir) -> tuple[list[Prediction], Counter]:
                 p = parse_record(data[MIME], student, assignment)
             except (ValueError, RecursionError) as err:  # json.JSONDecodeError is a ValueError
                 bad[str(err) if str(err) in _REASONS else "not valid JSON"] += 1
+                continue
+            gates.add(p.gate)
+            if len(gates) > MAX_GATES:
+                gates.discard(p.gate)
+                bad[f"more than {MAX_GATES} gates in one notebook"] += 1
                 continue
             key = (student, assignment, p.gate)
             if key not in latest or p.time >= latest[key].time:

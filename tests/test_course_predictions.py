@@ -10,8 +10,8 @@ import re
 import pytest
 
 from pagedkv_lib.course.class_report import report
-from pagedkv_lib.course.prediction_report import (MAX_GATES, MAX_RECORDS, MAX_TEXT, MIME, parse_record, prediction_section,
-                                                  read_predictions)
+from pagedkv_lib.course.prediction_report import (MAX_GATES, MAX_RECORDS, MAX_TEXT, MIME, parse_record,
+                                                  prediction_section, read_predictions)
 
 STUDENTS = ["learner_ada", "learner_bo", "learner_cy", "learner_di", "learner_ed", "learner_fu"]
 FORGER = "learner_aa"  # sorts first; commits a number at a choice gate
@@ -158,14 +158,16 @@ def test_a_notebook_cannot_flood_the_report():
 
 
 def test_records_and_gates_past_the_caps_are_counted_not_read(tmp_path):
-    recommits = [output(rec("g", float(i), time=f"2026-11-30T10:00:{i % 60:02d}+00:00")) for i in range(MAX_RECORDS + 5)]
+    recommits = [output(rec("g", float(i), time=f"2026-11-30T10:00:{i % 60:02d}+00:00"))
+                 for i in range(MAX_RECORDS + 5)]
     write(tmp_path, "submitted", "s", "a", nb(recommits))
     gates = [output(rec(f"g{i}", 1.0)) for i in range(MAX_GATES + 7)]
     write(tmp_path, "submitted", "t", "a", nb(gates))
     preds, bad = read_predictions(tmp_path / "submitted")
     assert bad[f"more than {MAX_RECORDS} records in one notebook"] == 5
     assert bad[f"more than {MAX_GATES} gates in one notebook"] == 7
-    assert len([p for p in preds if p.student == "t"]) == MAX_GATES and [p.gate for p in preds if p.student == "s"] == ["g"]
+    assert len([p for p in preds if p.student == "t"]) == MAX_GATES
+    assert [p.gate for p in preds if p.student == "s"] == ["g"]
 
 
 def test_no_records_at_all_says_so(tmp_path):

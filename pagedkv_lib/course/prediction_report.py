@@ -263,7 +263,8 @@ def _gate_section(gate: str, assignment: str, preds: list[Prediction], scores: d
         return lines + ["Nobody committed a prediction here.", ""]
     judged = [p for p in preds if p.right is not None]
     right = sum(p.right for p in judged)
-    share = f"{100 * right / len(judged):.0f}% right ({right} of {len(judged)} with a verdict)" if judged else "no verdicts"
+    share = (f"{100 * right / len(judged):.0f}% right ({right} of {len(judged)} with a verdict)" if judged
+             else "no verdicts")
     lines += [f"{_count(len(preds), 'learner')} committed; {share}.", ""]
     path = fig_dir / f"{_slug(assignment)}--{_slug(gate)}.png"
     _figure(path, gate, preds)

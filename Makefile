@@ -69,8 +69,8 @@ test-fast: $(STAMP)  ## library tests only (skips notebook execution and the nbg
 exercises: $(STAMP)  ## regenerate exercises/ (student copies) from solutions/ with nbgrader
 	$(RUN) python -m pagedkv_lib.course generate
 
-collect: $(STAMP)  ## place and clean downloaded notebooks: make collect FROM=downloads/ (a folder or zip)
-	$(RUN) python -m pagedkv_lib.course collect "$(FROM)"
+collect: $(STAMP)  ## place and clean downloaded notebooks: make collect FROM=downloads/ (a folder or zip; Canvas's zip with ROSTER=)
+	$(RUN) python -m pagedkv_lib.course collect "$(FROM)" $(if $(ROSTER),--roster="$(ROSTER)")
 
 TIMEOUT ?= 30
 autograde: $(STAMP)  ## grade submitted/ (TIMEOUT=30 s per cell): grades.csv, status.csv, autograded/
@@ -84,11 +84,12 @@ colab: $(STAMP)  ## write SOURCE (what Colab pip-installs: a git URL or wheel) i
 	$(BIN)/python -m pagedkv_lib.lesson.colab "$(SOURCE)" notebooks/*.ipynb $(wildcard solutions/*/*.ipynb)
 	@echo "Now run 'make exercises' so the released problem sets carry the same setup cell."
 
-export: $(STAMP)  ## the gradebook as grades.csv, with each student's status
-	$(RUN) python -m pagedkv_lib.course export
+FORMAT ?= csv
+export: $(STAMP)  ## the gradebook as grades.csv, with each student's status (FORMAT=canvas ROSTER=x.csv: also grades-canvas.csv)
+	$(RUN) python -m pagedkv_lib.course export --format="$(FORMAT)" $(if $(ROSTER),--roster="$(ROSTER)")
 
-report: $(STAMP)  ## the class report: report/report.md with a score histogram and pass rates
-	$(RUN) python -m pagedkv_lib.course report
+report: $(STAMP)  ## the class report: report/report.md (and .html): scores, pass rates, the class's predictions (NAMES=1 names learners)
+	$(RUN) python -m pagedkv_lib.course report $(if $(NAMES),--names)
 
 clean-grading:  ## remove the instructor's grading outputs (gradebook, autograded/, feedback/, report/)
-	rm -rf autograded feedback report grading-logs grading-cache gradebook.db grades.csv status.csv collect.json
+	rm -rf autograded feedback report grading-logs grading-cache gradebook.db grades.csv grades-canvas.csv status.csv collect.json

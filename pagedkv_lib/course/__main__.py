@@ -7,9 +7,10 @@ from pathlib import Path
 
 from ..errors import PagedKVError
 from . import __doc__ as _doc
+from . import canvas
 from .classrun import autograde, print_summary
 from .class_report import export, report
-from .intake import collect, release_notebooks
+from .intake import release_notebooks
 from .grade import DEFAULT_TIMEOUT_S, assignments, cached_releases, generate
 from .workflow import feedback
 
@@ -23,6 +24,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S,
                    help=f"autograde: seconds a cell may run (default {DEFAULT_TIMEOUT_S})")
     p.add_argument("--workers", type=int, default=None, help="autograde: students graded at once (default: CPU cores)")
+    p.add_argument("--format", choices=["csv", "canvas"], default="csv",
+                   help="export: csv (nbgrader's grades.csv) or canvas (also grades-canvas.csv for Canvas's import)")
+    p.add_argument("--names", action="store_true", help="report: name learners in the predictions section")
+    p.add_argument("--roster", help="export --format=canvas, collect of a Canvas zip: Canvas's gradebook export CSV")
     return p
 
 
@@ -35,7 +40,7 @@ def _collect(args) -> None:
     if not args.source:
         raise PagedKVError("collect needs the folder or zip of notebooks: python -m pagedkv_lib.course collect DOWNLOADS")
     releases = _releases(args.course_dir)
-    found = collect(args.source, args.course_dir, releases, args.assignment)
+    found = canvas.collect(args.source, args.course_dir, releases, args.assignment, args.roster)
     print(f"placed {len(found.placed)} notebooks in submitted/")
     for name, why in {**found.unplaced, **found.unreadable}.items():
         print(f"NOT PLACED {name}: {why}", file=sys.stderr)
@@ -56,10 +61,15 @@ def main(argv=None) -> int:
         elif args.command == "feedback":
             print(f"{len(feedback(args.course_dir))} feedback pages written to feedback/")
         elif args.command == "export":
+            roster = canvas.read_roster(args.roster) if args.format == "canvas" else None  # checked first
             print("grades written to", export(args.course_dir))
+            if roster:
+                for warning in canvas.export(args.course_dir, roster).warnings():
+                    print("WARNING", warning, file=sys.stderr)
+                print("Canvas gradebook import written to grades-canvas.csv")
         else:
             releases = _releases(args.course_dir)
-            print("report written to", report(args.course_dir, releases=releases))
+            print("report written to", report(args.course_dir, releases=releases, names=args.names))
     except (PagedKVError, FileNotFoundError) as err:
         print(err, file=sys.stderr)
         return 1

@@ -14,6 +14,7 @@ from pathlib import Path
 from .feedback_html import question_titles
 from .grade import nbgrader
 from .nbclean import _grade_id, _is_test
+from .prediction_report import prediction_section, write_html
 
 STATUS_CSV = "status.csv"
 
@@ -86,7 +87,7 @@ def _figures(out_dir: Path, scores: list[float], results: dict, titles: dict) ->
 
 
 def report(course_dir=".", grades_csv: str = "grades.csv", out: str = "report", releases: dict | None = None,
-           top: int = 3) -> Path:
+           top: int = 3, names: bool = False) -> Path:
     """Write ``<out>/report.md`` and its two figures from ``grades_csv``, ``autograded/`` and ``status.csv``."""
     root = Path(course_dir)
     out_dir = root / out
@@ -107,5 +108,7 @@ def report(course_dir=".", grades_csv: str = "grades.csv", out: str = "report", 
     lines += ["", "## Status", "", "| student | assignment | status | details |", "|---|---|---|---|"]
     for (student, assignment), row in sorted(_statuses(root).items()):
         lines.append(f"| {student} | {assignment} | {row['status']} | {row['details'][:300].replace('|', '/')} |")
+    lines += ["", *prediction_section(root, out_dir, releases, names)]  # names: learners named only if asked
     (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_html(out_dir / "report.md")
     return out_dir / "report.md"

@@ -70,11 +70,13 @@ def _files(source: Path, scratch: Path) -> tuple[Path, list[Path]]:
     return source, files
 
 
-def collect(source, course_dir=".", releases: dict | None = None, default: str | None = None) -> Collected:
+def collect(source, course_dir=".", releases: dict | None = None, default: str | None = None,
+            where=place) -> Collected:
     """Place and clean every notebook under ``source`` (a folder or a zip) into ``submitted/``.
 
     ``releases`` maps each assignment name to its released notebook (a JSON dict); with one assignment
-    it is the default for bare ``<student>.ipynb`` names. Writes ``collect.json`` beside ``submitted/``.
+    it is the default for bare ``<student>.ipynb`` names. ``where`` places a file as :func:`place` does
+    (``canvas.collect`` passes Canvas's). Writes ``collect.json`` beside ``submitted/``.
     """
     root, found = Path(course_dir), Collected()
     names = sorted(releases)
@@ -87,7 +89,7 @@ def collect(source, course_dir=".", releases: dict | None = None, default: str |
                 found.unplaced[str(rel)] = "not a notebook (.ipynb)"
                 continue
             try:
-                student, assignment = place(rel, names, default)
+                student, assignment = where(rel, names, default)
             except ValueError as err:
                 found.unplaced[str(rel)] = str(err)
                 continue

@@ -1,0 +1,360 @@
+"""What the class predicted before each reveal: one report section per prediction gate.
+
+A gate's commit is saved in the notebook as a display output of mime type :data:`MIME` whose data is
+``{"v": 1, "gate": id, "notebook": name, "kind": "choice"|"number"|"text", "value": ..., "right": bool or
+null, "misconception": str or null, "time": ISO 8601 UTC}`` and, for a problem-set gate, an optional
+``"question"``: the grade id of the question it predicts. They are read from the handed-in notebooks,
+``submitted/<student>/<assignment>/*.ipynb``; the latest commit by time counts (a learner may re-commit).
+
+Records are written by learners' kernels, so each is checked like any untrusted input: types, sizes and
+formats; strings are capped at :data:`MAX_TEXT` characters and escaped before they reach Markdown or HTML;
+malformed records are ignored and counted by reason. A record's ``right`` and ``misconception`` are the
+learner kernel's own verdict (predictions are ungraded, so a forged one changes only that learner's row).
+
+Per gate: how many committed, the share right, the distribution (bar chart for choices and texts,
+histogram for numbers, ``predictions/<gate>.png``), the three most common wrong answers with the
+misconception each matches, and, where the record names a question, the mean later score on it of those
+who predicted right and of those who predicted wrong (from ``autograded/``). No learner is named unless
+``names=True``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .nbclean import _grade_id, _is_test
+
+MIME = "application/vnd.pagedkv.prediction+json"
+MAX_TEXT = 200            # characters kept of any learner-written string
+MAX_RECORDS = 1000        # prediction outputs read per notebook; more are counted as malformed
+MAX_GATES = 60            # distinct gates per notebook (a lesson has a handful): more cannot flood the report
+MAX_NOTEBOOK_BYTES = 50 * 2**20
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+_DECLARED = re.compile(r"""\b(?:predict|Gate|gate)\(\s*\\?["']([A-Za-z0-9][A-Za-z0-9_.:-]{0,79})\\?["']""")
+KINDS = ("choice", "number", "text")
+#: What could make learner text a link, image, tag, entity, emphasis, code, maths or table cell in Markdown
+#: (``:`` and ``@`` stop autolinks); CommonMark shows any of them literally after a backslash.
+_PUNCTUATION = frozenset("!#$&()*:<>@[\\]_`{|}~")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One learner's latest commit at one gate (``value``: str for choices and texts, float for numbers)."""
+
+    student: str
+    assignment: str
+    gate: str
+    kind: str
+    value: str | float
+    right: bool | None
+    misconception: str | None
+    time: datetime
+    question: str | None
+
+
+def _text(value) -> str:
+    """A learner-written string, single-line and capped at :data:`MAX_TEXT` characters."""
+    text = _CONTROL.sub(" ", value).strip()
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "…"
+
+
+def safe(value) -> str:
+    """``value`` as Markdown that shows it literally: each mark in :data:`_PUNCTUATION` backslash-escaped."""
+    text = value if isinstance(value, str) else _shown(value)
+    return "".join("\\" + c if c in _PUNCTUATION else c for c in text)
+
+
+def _id(text: str) -> str:
+    """A gate, question, assignment or student id as is when it has only id characters, else escaped."""
+    return text if _ID.fullmatch(text) else safe(text)
+
+
+def _shown(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _finite(x) -> bool:
+    """A JSON number (not a bool) of sensible size: ``abs`` first, so a 400-digit int cannot overflow."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) <= 1e300
+
+
+def parse_record(data, student: str, assignment: str) -> Prediction:
+    """The :class:`Prediction` in one output's data; ``ValueError`` names what is wrong with it."""
+    if isinstance(data, str):  # some front ends store JSON mime data as its text
+        if len(data) > 20_000:
+            raise ValueError("record over 20 kB")
+        data = json.loads(data)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if data.get("v") != 1 or isinstance(data.get("v"), bool):
+        raise ValueError("unknown version")
+    gate, kind, value = data.get("gate"), data.get("kind"), data.get("value")
+    if not isinstance(gate, str) or not _ID.fullmatch(gate):
+        raise ValueError("bad gate id")
+    if kind not in KINDS:
+        raise ValueError("bad kind")
+    if kind == "number":
+        if not _finite(value):
+            raise ValueError("value does not fit its kind")
+        value = float(value)
+    elif kind == "choice" and _finite(value):
+        value = _shown(float(value) if isinstance(value, float) else value)  # a choice may be a number
+    elif not isinstance(value, str) or not _text(value):
+        raise ValueError("value does not fit its kind")
+    else:
+        value = _text(value)
+    right, mis, question = data.get("right"), data.get("misconception"), data.get("question")
+    if right is not None and not isinstance(right, bool):
+        raise ValueError("bad right")
+    if mis is not None and not isinstance(mis, str):
+        raise ValueError("bad misconception")
+    if question is not None and (not isinstance(question, str) or not _ID.fullmatch(question)):
+        raise ValueError("bad question")
+    stamp = data.get("time")
+    if not isinstance(stamp, str) or len(stamp) > 40:
+        raise ValueError("bad time")
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        raise ValueError("bad time") from None
+    when = when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    return Prediction(student, assignment, gate, kind, value, right, _text(mis) if mis else None, when, question)
+
+
+def _outputs(nb) -> list:
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    return [o for c in cells if isinstance(c, dict) and isinstance(c.get("outputs"), list)
+            for o in c["outputs"] if isinstance(o, dict)] if isinstance(cells, list) else []
+
+
+def read_predictions(submitted_dir) -> tuple[list[Prediction], Counter]:
+    """Every learner's latest commit per (assignment, gate) under ``submitted_dir``, and the malformed
+    records (and unreadable notebooks) counted by reason."""
+    latest: dict[tuple, Prediction] = {}
+    bad = Counter()
+    for path in sorted(Path(submitted_dir).glob("*/*/*.ipynb")):
+        student, assignment = path.parent.parent.name, path.parent.name
+        try:
+            if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+                raise ValueError
+            nb = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except (ValueError, RecursionError):
+            bad["unreadable notebook"] += 1
+            continue
+        seen, gates = 0, set()
+        for out in _outputs(nb):
+            data = out.get("data")
+            if not isinstance(data, dict) or MIME not in data:
+                continue
+            seen += 1
+            if seen > MAX_RECORDS:
+                bad[f"more than {MAX_RECORDS} records in one notebook"] += 1
+                continue
+            try:
+                p = parse_record(data[MIME], student, assignment)
+            except (ValueError, RecursionError) as err:  # json.JSONDecodeError is a ValueError
+                bad[str(err) if str(err) in _REASONS else "not valid JSON"] += 1
+                continue
+            gates.add(p.gate)
+            if len(gates) > MAX_GATES:
+                gates.discard(p.gate)
+                bad[f"more than {MAX_GATES} gates in one notebook"] += 1
+                continue
+            key = (student, assignment, p.gate)
+            if key not in latest or p.time >= latest[key].time:
+                latest[key] = p
+    return sorted(latest.values(), key=lambda p: (p.assignment, p.gate, p.student)), bad
+
+
+_REASONS = {"record over 20 kB", "not a JSON object", "unknown version", "bad gate id", "bad kind",
+            "value does not fit its kind", "bad right", "bad misconception", "bad question", "bad time"}
+
+
+def declared_gates(release: dict) -> list[str]:
+    """Gate ids a released notebook's code declares (``predict("id", ...)``, ``Gate("id", ...)``), so that a
+    gate nobody committed still gets its section."""
+    found = []
+    for cell in release.get("cells", []):
+        source = cell.get("source", "")
+        for gid in _DECLARED.findall(source if isinstance(source, str) else "".join(source)):
+            if gid not in found:
+                found.append(gid)
+    return found
+
+
+def question_scores(autograded_dir) -> dict:
+    """``{(student, assignment, grade id): (score, points)}`` of every autograded test cell (full points
+    when the cell raised nothing, else 0)."""
+    out = {}
+    for path in sorted(Path(autograded_dir).glob("*/*/*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb.get("cells", []):
+            if _is_test(cell):
+                points = float(cell["metadata"]["nbgrader"].get("points", 0) or 0)
+                failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+                out[(path.parent.parent.name, path.parent.name, _grade_id(cell))] = (0.0 if failed else points, points)
+    return out
+
+
+def _graded(question: str, student: str, assignment: str, scores: dict):
+    """The score entry of ``question``: its own test cell, or for an answer id ``qN_answer`` ``qN_tests``."""
+    for gid in (question, re.sub(r"_answer$", "_tests", question)):
+        if (student, assignment, gid) in scores:
+            return gid, scores[(student, assignment, gid)]
+    return None, None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
+
+
+def _figure(path: Path, gate: str, preds: list[Prediction]) -> None:
+    """A bar chart of the answers (a histogram for numbers), coloured by the record's verdict."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+    colour = {True: "#55A868", False: "#C44E52", None: "#8C8C8C"}
+    label = {True: "right", False: "wrong", None: "no verdict"}
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    if preds[0].kind == "number":
+        values = [p.value for p in preds]
+        lo, hi = min(values), max(values)
+        groups = [(v, [p.value for p in preds if p.right is v]) for v in (True, False, None)]
+        groups = [(v, xs) for v, xs in groups if xs]
+        ax.hist([xs for _, xs in groups], bins=np.linspace(lo, hi if hi > lo else lo + 1, 16), stacked=True,
+                color=[colour[v] for v, _ in groups], edgecolor="white")
+        ax.set(xlabel="predicted value", ylabel="learners")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        shown = [v for v, _ in groups]
+    else:
+        counts = Counter(p.value for p in preds).most_common(8)
+        verdict = {v: Counter(p.right for p in preds if p.value == v).most_common(1)[0][0] for v, _ in counts}
+        # learner text as a label: "$" would start matplotlib's mathtext, so it is escaped
+        labels = [(v if len(v) <= 28 else v[:27] + "…").replace("$", r"\$") for v, _ in counts]
+        ax.barh(range(len(counts)), [n for _, n in counts], color=[colour[verdict[v]] for v, _ in counts])
+        ax.set_yticks(range(len(counts)), labels)
+        ax.invert_yaxis()
+        ax.set(xlabel="learners")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        shown = sorted(set(verdict.values()), key=lambda v: (v is None, v is False))
+    ax.legend(handles=[Patch(color=colour[v], label=label[v]) for v in shown], frameon=False, fontsize=8)
+    ax.set_title(f"{gate}: {len(preds)} learners", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _gate_section(gate: str, assignment: str, preds: list[Prediction], scores: dict, fig_dir: Path,
+                  rel: str, names: bool) -> list[str]:
+    lines = [f"### {_id(gate)} ({_id(assignment)})", ""]
+    if not preds:
+        return lines + ["Nobody committed a prediction here.", ""]
+    judged = [p for p in preds if p.right is not None]
+    right = sum(p.right for p in judged)
+    share = (f"{100 * right / len(judged):.0f}% right ({right} of {len(judged)} with a verdict)" if judged
+             else "no verdicts")
+    lines += [f"{_count(len(preds), 'learner')} committed; {share}.", ""]
+    path = fig_dir / f"{_slug(assignment)}--{_slug(gate)}.png"
+    _figure(path, gate, preds)
+    lines += [f"![{_id(gate)}]({rel}/{path.name})", ""]
+    wrong = Counter(p.value if p.kind != "number" else _shown(p.value) for p in preds if p.right is False)
+    if wrong:
+        lines += ["| most common wrong answers | learners | misconception it matches |", "|---|---|---|"]
+        for value, n in wrong.most_common(3):
+            mis = Counter(p.misconception for p in preds if p.right is False and
+                          (p.value if p.kind != "number" else _shown(p.value)) == value and p.misconception)
+            lines.append(f"| {safe(value)} | {n} | {safe(mis.most_common(1)[0][0]) if mis else 'none known'} |")
+        lines.append("")
+    lines += _score_link(preds, scores)
+    if names:
+        lines += ["| learner | prediction | right |", "|---|---|---|"]
+        lines += [f"| {_id(p.student)} | {safe(p.value)} | {'-' if p.right is None else ('yes' if p.right else 'no')} |"
+                  for p in preds] + [""]
+    return lines
+
+
+def _score_link(preds: list[Prediction], scores: dict) -> list[str]:
+    asked = Counter(p.question for p in preds if p.question)
+    if not asked:
+        return []
+    question = asked.most_common(1)[0][0]
+    rows, gid, points = {True: [], False: []}, None, 0.0
+    for p in preds:
+        if p.right is None or p.question != question:
+            continue
+        found, entry = _graded(question, p.student, p.assignment, scores)
+        if entry:
+            gid, points = found, entry[1]
+            rows[p.right].append(entry[0])
+    if gid is None:
+        return [f"Later score on {question}: not autograded yet.", ""]
+    out = [f"| prediction | learners | mean later score on {gid} (of {points:g}) |", "|---|---|---|"]
+    for verdict, label in ((True, "right"), (False, "wrong")):
+        xs = rows[verdict]
+        out.append(f"| {label} | {len(xs)} | {sum(xs) / len(xs):.2f} |" if xs else f"| {label} | 0 | - |")
+    return out + [""]
+
+
+def _one_kind(group: list[Prediction], bad: Counter) -> list[Prediction]:
+    """The gate's records of its most common kind; others (a forged kind) are counted in ``bad``."""
+    if not group:
+        return group
+    kind = Counter(p.kind for p in group).most_common(1)[0][0]
+    kept = [p for p in group if p.kind == kind or {p.kind, kind} == {"choice", "text"}]
+    bad["kind differs from the gate's other records"] += len(group) - len(kept)
+    return kept
+
+
+def prediction_section(course_dir, out_dir, releases: dict | None = None, names: bool = False,
+                       submitted: str = "submitted", autograded: str = "autograded") -> list[str]:
+    """The report's Markdown lines for every gate; its figures go to ``<out_dir>/predictions/``."""
+    root = Path(course_dir)
+    preds, bad = read_predictions(root / submitted)
+    by_gate: dict[tuple, list] = defaultdict(list)
+    for assignment, release in (releases or {}).items():
+        for gate in declared_gates(release):
+            by_gate[(assignment, gate)]
+    for p in preds:
+        by_gate[(p.assignment, p.gate)].append(p)
+    by_gate = {key: _one_kind(group, bad) for key, group in sorted(by_gate.items())}
+    kept = [p for group in by_gate.values() for p in group]
+    lines = ["## Predictions before the reveal", ""]
+    lines += [f"{_count(len(kept), 'committed prediction')} from {_count(len({p.student for p in kept}), 'learner')} "
+              f"at {_count(len(by_gate), 'gate')}."
+              + (" Ignored: " + ", ".join(f"{n} {safe(why)}" for why, n in sorted(bad.items())) + "." if bad else ""),
+              ""]
+    if not by_gate:
+        return lines + ["No prediction was committed in the handed-in notebooks.", ""]
+    fig_dir = Path(out_dir) / "predictions"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    scores = question_scores(root / autograded) if (root / autograded).is_dir() else {}
+    for (assignment, gate), group in by_gate.items():
+        lines += _gate_section(gate, assignment, group, scores, fig_dir, "predictions", names)
+    return lines
+
+
+def write_html(markdown_path) -> Path:
+    """``report.html`` beside ``report.md``: the same report, with raw HTML in it escaped."""
+    import mistune
+    path = Path(markdown_path)
+    body = mistune.create_markdown(escape=True, plugins=["table"])(path.read_text(encoding="utf-8"))
+    page = ("<!doctype html><html><head><meta charset='utf-8'><title>Class report</title><style>"
+            "body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em}"
+            "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}td{overflow-wrap:anywhere}"
+            "img{max-width:100%}"
+            "</style></head><body>" + body + "</body></html>\n")
+    out = path.with_suffix(".html")
+    out.write_text(page, encoding="utf-8")
+    return out

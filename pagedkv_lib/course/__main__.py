@@ -7,11 +7,11 @@ from pathlib import Path
 
 from ..errors import PagedKVError
 from . import __doc__ as _doc
-from .classrun import autograde, print_summary
-from .class_report import export, report
-from .intake import collect, release_notebooks
-from .grade import DEFAULT_TIMEOUT_S, assignments, cached_releases, generate
-from .workflow import feedback
+from .instructor.classrun import autograde, print_summary
+from .instructor.class_report import export, report
+from .instructor.intake import collect, release_notebooks
+from .instructor.grade import DEFAULT_TIMEOUT_S, assignments, cached_releases, generate
+from .instructor.workflow import feedback
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,6 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S,
                    help=f"autograde: seconds a cell may run (default {DEFAULT_TIMEOUT_S})")
     p.add_argument("--workers", type=int, default=None, help="autograde: students graded at once (default: CPU cores)")
+    p.add_argument("--trust-submissions", action="store_true",
+                   help="autograde: run kernels without the sandbox (only for submissions you trust; said in every status)")
     return p
 
 
@@ -51,7 +53,8 @@ def main(argv=None) -> int:
         elif args.command == "collect":
             _collect(args)
         elif args.command == "autograde":
-            print_summary(autograde(args.course_dir, timeout_s=args.timeout, workers=args.workers))
+            print_summary(autograde(args.course_dir, timeout_s=args.timeout, workers=args.workers,
+                                    trust_submissions=args.trust_submissions))
             print("grades written to grades.csv, statuses to status.csv")
         elif args.command == "feedback":
             print(f"{len(feedback(args.course_dir))} feedback pages written to feedback/")

@@ -1,14 +1,18 @@
 """Find answer cells that touch the grader's machinery, read from outside the kernel (nothing runs).
 
-In-kernel defences (``testcell``) stop the known tricks; this scan makes any attempt visible to the
-instructor even when it fails, and catches ones the kernel-side checks do not know.
+Nothing in the kernel decides a score (``judge.py``), so these tricks gain nothing; this scan makes each
+attempt visible to the instructor anyway.
 """
 from __future__ import annotations
 
 import ast
 import re
 
-from .testcell import BUILTIN_NAMES
+#: Builtins a test cell relies on: an answer that binds a function to one of these names is flagged.
+BUILTIN_NAMES = ("AssertionError", "BaseException", "Exception", "KeyboardInterrupt", "SystemExit",
+                 "isinstance", "issubclass", "type", "len", "set", "sorted", "tuple", "list", "dict",
+                 "int", "float", "bool", "str", "repr", "sum", "range", "abs", "round", "any", "all",
+                 "zip", "enumerate", "getattr", "callable", "print", "__import__", "__build_class__")
 
 #: Names an answer has no reason to use: the checkers, the test-cell guard, and the hooks that change
 #: how errors are raised or shown.
@@ -16,7 +20,7 @@ GRADER_NAMES = frozenset({
     "check_value", "check_known_mistakes", "testcell", "_testcell", "_check_value", "_check_known_mistakes", "_checks",
     "builtins", "__builtins__", "AssertionError", "set_custom_exc", "excepthook", "showtraceback",
     "input_transformers_post", "input_transformers_cleanup", "ast_transformers",
-    "CustomTB", "custom_exceptions", "PASS_MIME", "fresh_checkers", "tampering",
+    "CustomTB", "custom_exceptions", "PASS_MIME", "RECORD_MIME", "Recorder", "fresh_checkers", "tampering",
 })
 _MODULES = ("pagedkv_lib.course", "builtins", "IPython.core")
 _BUILTINS = frozenset(BUILTIN_NAMES)

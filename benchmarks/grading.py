@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from classroom import WRONG, answered, solutions_by_cell  # noqa: E402
 from pagedkv_lib import course  # noqa: E402
-from pagedkv_lib.course.grade import nbgrader  # noqa: E402
+from pagedkv_lib.course.instructor.grade import nbgrader  # noqa: E402
 
 NAME = "ps2_math"  # the set the synthetic class hands in
 

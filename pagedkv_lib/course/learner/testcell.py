@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 from . import checks as _checks_module
-from .record import RECORD_MAX_BYTES, digest, encode
+from .record import RECORD_MAX_BYTES, decode, digest, encode
 
 #: The mime type of a test's record of results, read by the grader outside the kernel.
 RECORD_MIME = "application/vnd.pagedkv.result+json"
@@ -67,15 +67,19 @@ class Recorder:
 
     def value(self, name: str) -> Any:
         """The plain value of your variable ``name`` (None if it is not set), recorded."""
-        value = _checks_module.plain(self._namespace.get(name))
-        self._add("value", name, None, {"ok": encode(value)})
-        return value
+        return self._kept("value", name, None, self._namespace.get(name))
+
+    def _kept(self, kind: str, label: str, inputs: Any, value: Any) -> Any:
+        """Record ``value`` as data; return what the grader will read back (so both sides see the same)."""
+        data = encode(value)
+        self._add(kind, label, inputs, {"ok": data})
+        return decode(data)
 
     def run(self, label: str, fn, *args: Any) -> Any:
         """``fn(*args)`` (test code that drives yours, such as a kernel launch), its plain result recorded."""
         __tracebackhide__ = True
         try:
-            result = _checks_module.plain(fn(*args))
+            result = fn(*args)
         except _checks_module.CheckFailed as failed:
             self._add("run", label, args, {"raised": "CheckFailed", "message": str(failed)[:500]})
             raise
@@ -83,8 +87,7 @@ class Recorder:
             message = f"{label} raised {_checks_module.describe(exc)}"
             self._add("run", label, args, {"raised": "CheckFailed", "message": message[:500]})
             raise _checks_module.CheckFailed(message) from None
-        self._add("run", label, args, {"ok": encode(result)})
-        return result
+        return self._kept("run", label, args, result)
 
     def reference(self, module: str, name: str) -> Any:
         """The library's ``module.name`` for your visible checks, or None where it is hidden (while grading)."""
@@ -125,9 +128,7 @@ class _Recorded:
             instance = rec._instances
             rec._add("call", label, [args, kwargs], {"ok": {"__instance__": instance}})
             return _RecordedInstance(rec, result, f"{label}#{instance}")
-        value = _checks_module.plain(result)
-        rec._add("call", label, [args, kwargs], {"ok": encode(value)})
-        return value
+        return rec._kept("call", label, [args, kwargs], result)
 
     def __getitem__(self, key: Any) -> "_Recorded":
         return _Recorded(self._rec, self._target[key], f"{self._label}[{key!r}]")
@@ -147,9 +148,7 @@ class _RecordedInstance:
         value = rec._guarded("attr", label, None, getattr, self._target, attr)
         if isinstance(value, _checks_module.Guarded):
             return _Recorded(rec, value, label)
-        value = _checks_module.plain(value)
-        rec._add("attr", label, None, {"ok": encode(value)})
-        return value
+        return rec._kept("attr", label, None, value)
 
 
 def begin(grade_id: str) -> Recorder:

@@ -19,7 +19,7 @@ from .nbclean import Unreadable, missing_note, normalise
 from .class_report import STATUS_CSV, export
 from .nbhooks import MAX_RESTARTS
 from .sandbox import LIBRARY_ENV, MODE_ENV, check_available, hidden_library
-from .scan import grader_names_used
+from .scan import grader_names_used, library_calls, reaches
 
 
 def graded_functions(root: Path, assignment: str) -> list[str]:
@@ -36,7 +36,11 @@ def _submissions(sub_root: Path, known: list[str]) -> list[tuple[str, str, Path]
     return found
 
 
-def prepare(folder: Path, assignment: str, release: dict, status: Status) -> bool:
+def _text(source) -> str:
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def prepare(folder: Path, assignment: str, release: dict, status: Status, graded: list[str] = ()) -> bool:
     """Clean one submission folder in place; False (and the reason in ``status``) if it cannot be graded."""
     want = folder / f"{assignment}.ipynb"
     others = sorted(p for p in folder.glob("*.ipynb") if p != want)
@@ -59,12 +63,20 @@ def prepare(folder: Path, assignment: str, release: dict, status: Status) -> boo
         status.problems.append("cells missing")
         if missing_note(norm.missing) not in status.details:
             status.details.append(missing_note(norm.missing))
-    touched = {c["metadata"]["nbgrader"]["grade_id"]: grader_names_used(c["source"]) for c in norm.nb["cells"]
-               if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"}
+    answers = [c for c in norm.nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"]
+    touched = {c["metadata"]["nbgrader"]["grade_id"]: grader_names_used(_text(c["source"])) for c in answers}
     for gid, names in touched.items():
         if names:
             status.problems.append("tampered")
             status.details.append(f"answer cell {gid} uses the grader's names: {', '.join(names)}")
+    for cell in answers:
+        gid = cell["metadata"]["nbgrader"]["grade_id"]
+        if reached := reaches(_text(cell["source"])):
+            status.problems.append("reaches outside")
+            status.details.append(f"answer cell {gid} reaches for {'; '.join(reached)}")
+        if used := library_calls(_text(cell["source"]), graded):
+            status.problems.append("library implementation")
+            status.details.append(f"answer cell {gid} calls the library's own {', '.join(used)} (hidden while grading)")
     return True
 
 
@@ -98,7 +110,7 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
     for assignment, student, folder in subs:
         st = statuses[(assignment, student)] = Status(student, assignment)
         st.details += log.get("problems", {}).get(f"{student}/{assignment}", [])
-        if prepare(folder, assignment, releases[assignment], st):
+        if prepare(folder, assignment, releases[assignment], st, graded_functions(root, assignment)):
             jobs.append((assignment, student))
     code_cells = max((sum(c["cell_type"] == "code" for c in r["cells"]) for r in releases.values()), default=0)
     with tempfile.TemporaryDirectory(prefix="pkv-sandbox-lib-") as libs:

@@ -132,12 +132,15 @@ def _events(path: Path) -> list[dict]:
 
 _LABELS = {"timeout": "timed out", "stuck": "timed out", "kernel_died": "kernel died",
            "tampered": "tampered", "cells_missing": "cells missing", "huge_output": "huge output",
-           "exited": "sys.exit"}
+           "exited": "sys.exit", "forged": "forged record"}
+_NOTES = {"restarted"}  # events that are details only, not problems
 
 
 def _describe(event: dict) -> str:
     if event["kind"] == "cells_missing":
         return f"nbgrader put back the test cells {', '.join(event['cells'])}"
+    if event["kind"] == "restarted":
+        return f"a fresh sandboxed kernel replayed the cells before {event['cell']} and grading went on"
     rest = ", ".join(f"{k}={v}" for k, v in event.items() if k != "kind")
     return f"{event['kind']}: {rest}"
 
@@ -168,7 +171,8 @@ def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_
         logs.mkdir(parents=True, exist_ok=True)
         (logs / f"{student}.log").write_text(log, encoding="utf-8")
         for event in _events(events):
-            status.problems.append(_LABELS.get(event["kind"], event["kind"]))
+            if event["kind"] not in _NOTES:
+                status.problems.append(_LABELS.get(event["kind"], event["kind"]))
             status.details.append(_describe(event))
     if proc.returncode != 0 and not status.problems:
         status.problems.append("grader error")

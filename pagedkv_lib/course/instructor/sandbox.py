@@ -7,8 +7,8 @@ folder) and a private ``/tmp``. Nothing else: no course root, ``solutions/``, gr
 submissions, grading cache, or other kernels' connection files. No network (its own empty network
 namespace); the kernel's channels are IPC sockets in its scratch folder. Its own PID namespace, so
 every process it starts dies with it (``--die-with-parent``), and limits on memory, CPU time,
-processes and file size (``prlimit``). It runs as the system user :data:`USER` (created on first use
-when the grader is root).
+processes and file size (``prlimit``). It runs under a uid of its own (:data:`KERNEL_UIDS`) in the
+group of the system user :data:`USER` (created on first use when the grader is root).
 
 Where bubblewrap is missing, :func:`check_available` raises with what to install; ``autograde`` then
 refuses to run untrusted submissions unless told ``--trust-submissions``.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import os
 import pwd
+import secrets
 import shutil
 import subprocess
 import sys
@@ -30,11 +31,14 @@ from traitlets import Unicode
 
 from ...errors import PagedKVError
 
-USER = "pkv-grader"  # the unprivileged user student kernels run as
+USER = "pkv-grader"  # the unprivileged system user whose group student kernels run in
+#: Each kernel runs under its own unprivileged uid from this range (no login, no files outside its
+#: scratch), so a process limit spent by one student never starves a kernel graded beside it.
+KERNEL_UIDS = range(200_000, 260_000)
 MODE_ENV = "PAGEDKV_SANDBOX"  # "bwrap" (default) or "none" (trusted submissions: no sandbox)
 LIBRARY_ENV = "PAGEDKV_SANDBOX_LIBRARY"  # the hidden library copy for this assignment
 #: Limits per kernel (prlimit): address space (bytes), CPU seconds, processes of the user, file size (bytes).
-LIMITS = {"as": 6 * 2**30, "cpu": 600, "nproc": 512, "fsize": 64 * 2**20}
+LIMITS = {"as": 4 * 2**30, "cpu": 600, "nproc": 256, "fsize": 64 * 2**20}
 INSTALL_HINT = ("bubblewrap (the bwrap command) is needed to grade untrusted submissions: "
                 "install it with `apt-get install bubblewrap` (Debian, Ubuntu) or `dnf install bubblewrap`; "
                 "on macOS or Windows grade on Linux, or pass --trust-submissions to run them unsandboxed")
@@ -167,7 +171,8 @@ class SandboxKernelManager(AsyncKernelManager):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.library = self.library or os.environ.get(LIBRARY_ENV, "")
-        self._uid, self._gid = grader_ids()
+        self._gid = grader_ids()[1]
+        self._uid = KERNEL_UIDS[secrets.randbelow(len(KERNEL_UIDS))] if os.geteuid() == 0 else os.geteuid()
         self.scratch = new_scratch(self._uid, self._gid)
         self.transport = "ipc"
         self.ip = str(self.scratch / "kernel" / "ipc")

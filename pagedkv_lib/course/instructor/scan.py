@@ -59,3 +59,66 @@ def grader_names_used(source: str) -> list[str]:
                    for t in targets):
                 found.add("AssertionError")
     return sorted(found)
+
+
+#: What an answer has no reason to reach for, by kind: other frames, the garbage collector, threads and
+#: processes, and methods that let a value lie about itself (defined in an answer's class).
+REACHES = {
+    "frame inspection": {"_getframe", "currentframe", "stack", "f_back", "f_locals", "f_globals", "settrace",
+                         "setprofile", "tb_frame", "gi_frame"},
+    "garbage-collector hunting": {"get_objects", "get_referrers", "get_referents"},
+    "threads or processes": {"Thread", "start_new_thread", "fork", "forkpty", "Popen", "system", "popen", "spawnv",
+                             "spawnl", "posix_spawn", "execv", "execve", "Process", "Pool"},
+    "rigged comparisons or conversions": {"__eq__", "__ne__", "__int__", "__index__", "__float__", "__bool__",
+                                          "__instancecheck__", "__subclasscheck__", "__getattribute__"},
+}
+#: Text naming the grader's files, another folder, or an absolute path: an answer needs only its own notebook.
+_OUTSIDE = re.compile(r"^/|\.\./|submitted|autograded|gradebook|solutions|grades\.csv|status\.csv|grading-|site-packages|"
+                      r"\.venv|pagedkv_lib/")
+
+
+def reaches(source: str) -> list[str]:
+    """What an answer cell reaches for outside its own question (see :data:`REACHES`), as ``kind (names)``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found: dict[str, set] = {}
+    for node in ast.walk(tree):
+        name = (node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name)
+                else node.name if isinstance(node, ast.FunctionDef) else None)
+        for kind, names in REACHES.items():
+            if name in names and (kind != "rigged comparisons or conversions" or isinstance(node, ast.FunctionDef)):
+                found.setdefault(kind, set()).add(name)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _OUTSIDE.search(node.value):
+            found.setdefault("files outside its sandbox", set()).add(repr(node.value[:60]))
+    return [f"{kind} ({', '.join(sorted(names))})" for kind, names in sorted(found.items())]
+
+
+def library_calls(source: str, graded: list[str]) -> list[str]:
+    """The library definitions in ``graded`` (``"pagedkv_lib.module:name"``) that an answer cell imports or uses."""
+    wanted = {g.replace(":", ".") for g in graded}
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return sorted(w for w in wanted if w.rsplit(".", 1)[1] in source and "pagedkv_lib" in source)
+    aliases, found = {}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                found.update({full} & wanted)
+                aliases[a.asname or a.name] = full
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts, inner = [node.attr], node.value
+            while isinstance(inner, ast.Attribute):
+                parts.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id in aliases:
+                full = ".".join([aliases[inner.id], *reversed(parts)])
+                found.update(w for w in wanted if full == w or full.startswith(w + "."))
+    return sorted(found)

@@ -252,3 +252,56 @@ def _learner_frame(tb) -> tuple[int, str] | None:
         if not any(filename.startswith(p) for p in installed | {ours}):
             found = (lineno, linecache.getline(filename, lineno).strip())
     return found
+
+
+def isolated(label: str, fn: Any, *args: Any, timeout_s: float = 300) -> Any:
+    """``fn(*args)`` run in a forked child process, so that a crash costs one line, not the kernel.
+
+    A learner's Triton kernel that stores outside its tensor can kill the process that launches it. Here
+    the child dies instead, and the crash comes back as a :class:`CheckFailed` naming the signal and its
+    likely cause; an exception in the child comes back as one line too. The result travels by pickle.
+    """
+    import os
+    import pickle
+    import signal
+    import time
+    if not hasattr(os, "fork"):
+        return fn(*args)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run, send the result or the one-line failure, and leave without cleanup
+        os.close(read)
+        try:
+            payload = ("ok", fn(*args))
+        except CheckFailed as failed:
+            payload = ("failed", str(failed))
+        except BaseException as exc:
+            payload = ("failed", f"{label} raised {describe(exc)}")
+        try:
+            data = pickle.dumps(payload)
+        except Exception:
+            data = pickle.dumps(("failed", f"{label} returned a value that cannot be sent back"))
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(data)
+        os._exit(0)
+    os.close(write)
+    chunks, deadline = [], time.monotonic() + timeout_s
+    with os.fdopen(read, "rb") as pipe:
+        chunks.append(pipe.read())
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise CheckFailed(f"{label} ran past {timeout_s:.0f} s")
+        time.sleep(0.01)
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        raise CheckFailed(f"{label} crashed the process ({name}): most likely a tl.store or tl.load whose "
+                          "offsets point outside its tensor (a sign or an index in a pointer sum)")
+    kind, value = pickle.loads(b"".join(chunks)) if chunks and chunks[0] else ("failed", f"{label} stopped with no result")
+    if kind == "failed":
+        raise CheckFailed(value)
+    return value

@@ -23,6 +23,7 @@ import pytest
 from classroom import WRONG, answered, solutions_by_cell
 from conftest import REPO
 from pagedkv_lib import course
+from pagedkv_lib.course.instructor.nbclean import normalise
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class"),
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")]
@@ -201,7 +202,8 @@ def graded(tmp_path_factory):
     for student, answers in students.items():
         folder = root / course.SUBMITTED / student / NAME
         folder.mkdir(parents=True)
-        (folder / f"{NAME}.ipynb").write_text(json.dumps(answered(release, answers), indent=1), encoding="utf-8")
+        clean = normalise(json.dumps(answered(release, answers)), release, student).nb  # as collect writes it
+        (folder / f"{NAME}.ipynb").write_text(json.dumps(clean, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     course.generate(root, [NAME], release_dir=str((root / "grading-cache" / "releases").resolve()))
     before = _digest(root, GRADER_OUTPUTS), _digest(LIBRARY), _gradebook_sources(root)
     statuses = course.autograde(root, timeout_s=20, workers=2, progress=False)

@@ -127,3 +127,29 @@ def test_a_record_holds_plain_values_only():
     import torch
     t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     assert torch.equal(decode(encode(t)), t) and digest([t]) == digest([t.clone()]) != digest([t + 1])
+
+
+def test_identical_long_answers_are_paired_but_short_stub_and_reference_ones_are_not(tmp_path):
+    from pagedkv_lib.course.instructor.flags import similar_answers
+
+    def nb(**answers):
+        cells = []
+        for gid, src in answers.items():
+            cell = nbformat.v4.new_code_cell(src)
+            cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": gid}
+            cells.append(cell)
+        return nbformat.v4.new_notebook(cells=cells)
+
+    long_a = "def f(xs, s):\n    total = 0\n    for x in xs:\n        total += (x + s - 1) // s * s - x\n    return total, len(xs)\n"
+    long_b = long_a.replace("total", "waste")  # the same idea, other names: not identical
+    ref = "def g(n, s):\n    return [(i + s - 1) // s for i in range(n) if i % 2 == 0 and i > s - 1 or i == 0]\n"
+    students = {"ann": nb(q1=long_a, q2=long_a.replace("len(xs)", "0"), q3="x = 8", q4=ref),
+                "bea": nb(q1="# copied\n" + long_a, q2=long_a.replace("len(xs)", "0"), q3="x = 8", q4=ref),
+                "cat": nb(q1=long_b, q2="x = 1", q3="x = 8", q4=ref)}
+    for student, notebook in students.items():
+        path = tmp_path / student / "ps" / "ps.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(notebook, path)
+    release = nb(q1="raise NotImplementedError()", q2="raise NotImplementedError()", q3="x = None", q4="pass")
+    source = nb(q1="pass", q2="pass", q3="x = 8", q4="### BEGIN SOLUTION\n" + ref + "### END SOLUTION\n")
+    assert similar_answers(tmp_path, {"ps": release}, {"ps": source}) == [("ps", "ann", "bea", ["q1", "q2"])]

@@ -148,6 +148,8 @@ def bwrap_argv(scratch: Path, library: Path | None, uid: int, gid: int, env: dic
                                      "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
+    if os.geteuid() != 0:  # not root: no other uid to switch to (untested here: CI grades as root)
+        return argv[:7] + ["--unshare-user"] + argv[7:]  # after prlimit ... -- bwrap
     return argv + ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
                    "--bounding-set=-all", "--"]
 
@@ -171,8 +173,11 @@ class SandboxKernelManager(AsyncKernelManager):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.library = self.library or os.environ.get(LIBRARY_ENV, "")
-        self._gid = grader_ids()[1]
-        self._uid = KERNEL_UIDS[secrets.randbelow(len(KERNEL_UIDS))] if os.geteuid() == 0 else os.geteuid()
+        if os.geteuid() == 0:
+            self._gid = grader_ids()[1]
+            self._uid = KERNEL_UIDS[secrets.randbelow(len(KERNEL_UIDS))]
+        else:  # already unprivileged: bwrap sets up the sandbox in a user namespace
+            self._uid, self._gid = os.geteuid(), os.getegid()
         self.scratch = new_scratch(self._uid, self._gid)
         self.transport = "ipc"
         self.ip = str(self.scratch / "kernel" / "ipc")
@@ -196,18 +201,19 @@ class SandboxKernelManager(AsyncKernelManager):
         for child in home.iterdir():  # a restarted kernel starts from an empty home
             shutil.rmtree(child) if child.is_dir() else child.unlink()
         env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "LANG": "C.UTF-8",
-               "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "agg", "PAGEDKV_GRADING": "1"}
-        if self.library:
-            env["PYTHONPATH"] = self.library
+               "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "agg"}
+        if not self.library:  # run by plain `nbgrader autograde`: the library without the instructor's side
+            self.library = str(hidden_library(self.scratch / "library", []))
+        env["PYTHONPATH"] = self.library
         for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET"):
             if key in os.environ:
                 env[key] = os.environ[key]
         kw["env"] = env
         kw["cwd"] = str(home)
-        return await super()._async_launch_kernel(bwrap_argv(self.scratch, Path(self.library) if self.library else None,
-                                                             self._uid, self._gid, env) + list(kernel_cmd), **kw)
+        return await super()._async_launch_kernel(bwrap_argv(self.scratch, Path(self.library), self._uid, self._gid, env)
+                                                  + list(kernel_cmd), **kw)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            shutil.rmtree(self.scratch, ignore_errors=True)  # the kernel's files and any library copy made for it

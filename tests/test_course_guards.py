@@ -153,3 +153,23 @@ def test_identical_long_answers_are_paired_but_short_stub_and_reference_ones_are
     release = nb(q1="raise NotImplementedError()", q2="raise NotImplementedError()", q3="x = None", q4="pass")
     source = nb(q1="pass", q2="pass", q3="x = 8", q4="### BEGIN SOLUTION\n" + ref + "### END SOLUTION\n")
     assert similar_answers(tmp_path, {"ps": release}, {"ps": source}) == [("ps", "ann", "bea", ["q1", "q2"])]
+
+
+def test_no_honest_answer_is_flagged():
+    """The reference answers, and every correct answer in another style, reach for nothing and call no
+    graded library function: a flag never lands on a student who did nothing."""
+    import json
+    import re
+
+    from conftest import REPO
+    from psets_mutations import STYLES
+    from pagedkv_lib.course.instructor.scan import library_calls, reaches
+
+    for name, styles in STYLES.items():
+        nb = json.loads((REPO / "solutions" / name / f"{name}.ipynb").read_text(encoding="utf-8"))
+        graded = nb["metadata"].get("pagedkv", {}).get("graded_functions", [])
+        good = {c["metadata"]["nbgrader"]["grade_id"]: re.sub(r"[ \t]*### (BEGIN|END) SOLUTION\n?", "", "".join(c["source"]))
+                for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"}
+        answers = list(good.values()) + [good[a].replace(*change) if len(change) == 2 else change[0] for a, *change in styles]
+        for source in answers:
+            assert reaches(source) == [] and library_calls(source, graded) == [], (name, source[:200])

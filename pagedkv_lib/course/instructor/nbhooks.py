@@ -141,10 +141,18 @@ class GuardedExecute(Execute):
         return cell, self.resources
 
     def _recover(self, cell, index: int, kind: str, why: str) -> None:
-        """Score this cell's question 0 (its error output says why), then go on in a fresh kernel."""
+        """Score this cell's question 0 (its error output says why), then go on in a fresh kernel.
+
+        A locked set-up cell (the instructor's, such as one importing torch on a loaded machine) is not
+        the learner's doing: it is run again in the fresh kernel instead of being left out.
+        """
         record(kind, cell=_grade_id(cell) or f"cell {cell.get('id', '?')}")
-        cell.outputs = list(cell.get("outputs", [])) + [_error("GradingStopped", why)]
-        self._skip.add(index)
+        meta = cell.metadata.get("nbgrader", {})
+        ours = bool(meta.get("locked")) and not meta.get("solution") and not _is_test(cell)
+        outputs = list(cell.get("outputs", [])) + [_error("GradingStopped", why)]
+        cell.outputs = outputs
+        if not ours:
+            self._skip.add(index)
         while self._restarts < MAX_RESTARTS:
             self._restarts += 1
             try:
@@ -152,9 +160,12 @@ class GuardedExecute(Execute):
                 for j, earlier in enumerate(self.nb.cells[:index]):
                     if earlier.cell_type == "code" and j not in self._skip:
                         self._run(copy.deepcopy(earlier), j)
+                if ours:
+                    self._run(cell, index)
                 record("restarted", cell=_grade_id(cell) or index, replayed=index)
                 return
             except (DeadKernelError, CellTimeoutError):
+                cell.outputs = outputs
                 continue
         self._stopped = f"an earlier cell stopped the run ({why}) and {MAX_RESTARTS} fresh kernels did not get past it"
         self.shutdown_kernel = "immediate"

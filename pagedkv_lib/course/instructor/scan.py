@@ -61,35 +61,63 @@ def grader_names_used(source: str) -> list[str]:
     return sorted(found)
 
 
-#: What an answer has no reason to reach for, by kind: other frames, the garbage collector, threads and
-#: processes, and methods that let a value lie about itself (defined in an answer's class).
+#: What an answer has no reason to reach for, by kind: ``(module, name)`` pairs (``name`` None: anything
+#: from that module), attributes of frames, and methods that let a value lie about itself (defined in an
+#: answer's class). Names alone (a method called ``fork``) are not enough: the module must be the real one.
 REACHES = {
-    "frame inspection": {"_getframe", "currentframe", "stack", "f_back", "f_locals", "f_globals", "settrace",
-                         "setprofile", "tb_frame", "gi_frame"},
-    "garbage-collector hunting": {"get_objects", "get_referrers", "get_referents"},
-    "threads or processes": {"Thread", "start_new_thread", "fork", "forkpty", "Popen", "system", "popen", "spawnv",
-                             "spawnl", "posix_spawn", "execv", "execve", "Process", "Pool"},
-    "rigged comparisons or conversions": {"__eq__", "__ne__", "__int__", "__index__", "__float__", "__bool__",
-                                          "__instancecheck__", "__subclasscheck__", "__getattribute__"},
+    "frame inspection": {("sys", "_getframe"), ("sys", "settrace"), ("sys", "setprofile"), ("inspect", "currentframe"),
+                         ("inspect", "stack"), ("inspect", "getouterframes"), ("traceback", "walk_stack")},
+    "garbage-collector hunting": {("gc", "get_objects"), ("gc", "get_referrers"), ("gc", "get_referents")},
+    "threads or processes": {("threading", None), ("_thread", None), ("subprocess", None), ("multiprocessing", None),
+                             ("concurrent.futures", None), ("os", "fork"), ("os", "forkpty"), ("os", "system"),
+                             ("os", "popen"), ("os", "posix_spawn"), ("os", "spawnv"), ("os", "spawnl"), ("os", "execv"),
+                             ("os", "execve"), ("os", "kill"), ("pty", None)},
 }
+_FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame"}
+_RIGGED = {"__eq__", "__ne__", "__int__", "__index__", "__float__", "__bool__", "__instancecheck__",
+           "__subclasscheck__", "__getattribute__"}
 #: Text naming the grader's files, another folder, or an absolute path: an answer needs only its own notebook.
 _OUTSIDE = re.compile(r"^/|\.\./|submitted|autograded|gradebook|solutions|grades\.csv|status\.csv|grading-|site-packages|"
                       r"\.venv|pagedkv_lib/")
 
 
+def _kind_of(module: str, name: str | None) -> str | None:
+    for kind, pairs in REACHES.items():
+        if (module, name) in pairs or (module, None) in pairs or any(module.startswith(m + ".") for m, n in pairs if n is None):
+            return kind
+    return None
+
+
 def reaches(source: str) -> list[str]:
-    """What an answer cell reaches for outside its own question (see :data:`REACHES`), as ``kind (names)``."""
+    """What an answer cell reaches for outside its own question, as ``kind (names)``: other frames, the
+    garbage collector, threads or processes, rigged comparison or conversion methods, and paths outside
+    its notebook's folder."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
     found: dict[str, set] = {}
+    aliases = {}
     for node in ast.walk(tree):
-        name = (node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name)
-                else node.name if isinstance(node, ast.FunctionDef) else None)
-        for kind, names in REACHES.items():
-            if name in names and (kind != "rigged comparisons or conversions" or isinstance(node, ast.FunctionDef)):
-                found.setdefault(kind, set()).add(name)
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                if kind := _kind_of(a.name, None if "." not in a.name else a.name.rsplit(".", 1)[1]):
+                    found.setdefault(kind, set()).add(a.name)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                if kind := _kind_of(node.module, a.name):
+                    found.setdefault(kind, set()).add(f"{node.module}.{a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            module = aliases[node.value.id]
+            if kind := _kind_of(module, node.attr):
+                found.setdefault(kind, set()).add(f"{module}.{node.attr}")
+        if isinstance(node, ast.Attribute) and node.attr in _FRAME_ATTRS:
+            found.setdefault("frame inspection", set()).add(node.attr)
+        if isinstance(node, ast.FunctionDef) and node.name in _RIGGED:
+            found.setdefault("rigged comparisons or conversions", set()).add(node.name)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _OUTSIDE.search(node.value):
             found.setdefault("files outside its sandbox", set()).add(repr(node.value[:60]))
     return [f"{kind} ({', '.join(sorted(names))})" for kind, names in sorted(found.items())]

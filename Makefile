@@ -73,8 +73,8 @@ collect: $(STAMP)  ## place and clean downloaded notebooks: make collect FROM=do
 	$(RUN) python -m pagedkv_lib.course collect "$(FROM)" $(if $(ROSTER),--roster="$(ROSTER)")
 
 TIMEOUT ?= 30
-autograde: $(STAMP)  ## grade submitted/ (TIMEOUT=30 s per cell): grades.csv, status.csv, autograded/
-	$(RUN) python -m pagedkv_lib.course autograde --timeout=$(TIMEOUT)
+autograde: $(STAMP)  ## grade submitted/ in the bubblewrap sandbox (TIMEOUT=30 s per cell; TRUST=1: no sandbox)
+	$(RUN) python -m pagedkv_lib.course autograde --timeout=$(TIMEOUT) $(if $(TRUST),--trust-submissions)
 
 feedback: $(STAMP)  ## HTML feedback for every autograded submission, in feedback/
 	$(RUN) python -m pagedkv_lib.course feedback

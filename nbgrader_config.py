@@ -13,6 +13,7 @@ c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.db_url = "sqlite:///gradebook.db"
+# Test cells' judging runs outside the learner's kernel; the release carries no grader-only file.
 
 # Student notebooks keep no outputs; a stub is what learners replace.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
@@ -24,31 +25,33 @@ c.Execute.timeout = 30
 # A loop that ignores the interrupt is given up on after this many seconds of silence from the kernel.
 c.Execute.iopub_timeout = 4
 
-# Autograde: nbgrader's pipelines with the course's hooks (pagedkv_lib/course/nbhooks.py):
+# Autograde: nbgrader's pipelines with the course's hooks (pagedkv_lib/course/instructor/nbhooks.py):
 # - QuietOverwriteCells warns only about locked cells a learner edited, not about hidden-test checksums;
-# - GuardedExecute survives a dead kernel and an uninterruptible loop (later cells score 0, with a reason);
+# - GuardedExecute runs the kernel in a sandbox (instructor/sandbox.py), sends test cells without their
+#   grader-only parts, and survives a dead kernel or an uninterruptible loop (that question scores 0,
+#   a fresh kernel replays the cells before it, the rest is graded);
 # - CapOutput keeps at most 20 kB of output per cell (nbgrader's LimitOutput counts lines, not bytes);
-# - RequirePassMarker fails a test cell that hid its errors (see pagedkv_lib/course/testcell.py).
+# - JudgeTests scores each test cell from its record of results, in this process (instructor/judge.py).
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds",
     "nbgrader.preprocessors.OverwriteKernelspec",
-    "pagedkv_lib.course.nbhooks.QuietOverwriteCells",
+    "pagedkv_lib.course.instructor.nbhooks.QuietOverwriteCells",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 c.Autograde.autograde_preprocessors = [
-    "pagedkv_lib.course.nbhooks.GuardedExecute",
+    "pagedkv_lib.course.instructor.nbhooks.GuardedExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
-    "pagedkv_lib.course.nbhooks.CapOutput",
+    "pagedkv_lib.course.instructor.nbhooks.CapOutput",
     "nbgrader.preprocessors.LimitOutput",
-    "pagedkv_lib.course.nbhooks.RequirePassMarker",
+    "pagedkv_lib.course.instructor.nbhooks.JudgeTests",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
     # after grading: autograded/ holds no hidden-test source, not even quoted in a traceback
-    "pagedkv_lib.course.nbhooks.ClearHiddenTestSource",
-    "pagedkv_lib.course.feedback_html.ConciseErrors",
+    "pagedkv_lib.course.instructor.nbhooks.ClearHiddenTestSource",
+    "pagedkv_lib.course.instructor.feedback_html.ConciseErrors",
 ]
 c.CapOutput.max_bytes = 20_000
 # A deleted test cell is put back from the gradebook and run, so deleting a test gains nothing
@@ -59,8 +62,8 @@ c.QuietOverwriteCells.add_missing_cells = True
 # down to the message check_value wrote for them, and show math as text (no MathJax from a CDN).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "pagedkv_lib.course.nbhooks.ClearHiddenTestSource",
-    "pagedkv_lib.course.feedback_html.ConciseErrors",
-    "pagedkv_lib.course.feedback_html.PlainMath",
+    "pagedkv_lib.course.instructor.nbhooks.ClearHiddenTestSource",
+    "pagedkv_lib.course.instructor.feedback_html.ConciseErrors",
+    "pagedkv_lib.course.instructor.feedback_html.PlainMath",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

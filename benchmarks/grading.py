@@ -1,13 +1,14 @@
 """How long autograding takes: one student's four problem sets, and a synthetic class.
 
 "Four sets" are the course's four problem sets (ps1_intuition, ps2_math, ps3_code, ps4_demo), each
-answered with its solutions, as one student hands them in. The class of 30 hands in ps2_math, mixing
-perfect, untouched and half-right notebooks. Both are graded
-serially (1 worker) and in parallel (one worker per core), interleaved, in one process, on a scratch copy
-of the course. Also measured: the fixed costs inside one worker (starting nbgrader, executing the
-notebook alone with nbclient).
+answered with its solutions, as one student hands them in. The class hands in every set (or only
+ps2_math, ``--class-sets ps2_math``), mixing perfect, untouched and half-right notebooks. Every kernel runs
+in the sandbox (bubblewrap), as ``autograde`` runs it. The four sets are graded serially (1 worker) and
+in parallel (one worker per core), interleaved, in one process, on a scratch copy of the course; the
+class with ``--class-workers`` (default: both). The load average is printed before and after. Also
+measured: the fixed costs inside one worker (starting nbgrader, executing the notebook alone with nbclient).
 
-    python benchmarks/grading.py [--class-size 30] [--repeats 3] [--timeout 30]
+    python benchmarks/grading.py [--class-size 30] [--class-sets all] [--repeats 3] [--timeout 30]
 
 "Cold" runs start without a gradebook, so the released copies are generated first (once per
 assignment); "warm" runs regrade with the gradebook and grading-cache/ in place.
@@ -30,7 +31,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from classroom import WRONG, answered, solutions_by_cell  # noqa: E402
 from pagedkv_lib import course  # noqa: E402
-from pagedkv_lib.course.grade import nbgrader  # noqa: E402
+from pagedkv_lib.course.instructor.grade import nbgrader  # noqa: E402
 
 NAME = "ps2_math"  # the set the synthetic class hands in
 
@@ -90,8 +91,11 @@ def main() -> None:
     ap.add_argument("--class-size", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=3, help="repeats of the four-set run (the class runs once per mode)")
     ap.add_argument("--timeout", type=int, default=30, help="per-cell timeout (s)")
+    ap.add_argument("--class-sets", default="all", help="'all', or the one set the class hands in")
+    ap.add_argument("--class-workers", default="", help="comma-separated worker counts for the class (default 1 and cores)")
     args = ap.parse_args()
     cores = os.cpu_count() or 1
+    print("load average before:", os.getloadavg())
     with tempfile.TemporaryDirectory() as scratch:
         sets = course.assignments(REPO)
         four = _course(Path(scratch) / "four", sets)
@@ -108,14 +112,21 @@ def main() -> None:
                 runs[w].append(_grade(four, w, args.timeout)[0])
         for w, xs in runs.items():
             print(f"one student, {len(sets)} sets, warm, {w} worker(s): {_summary(xs)}")
-        release, good = _load("exercises", NAME), solutions_by_cell(_load("solutions", NAME))
-        klass = _course(Path(scratch) / "class", [NAME])
-        kinds = [answered(release, good), release, answered(release, {**good, **WRONG})]
-        for i in range(args.class_size):
-            _submit(klass, f"s{i:02d}", NAME, kinds[i % 3])
-        for w in (1, cores) if args.class_size else ():
+        class_sets = sets if args.class_sets == "all" else [args.class_sets]
+        klass = _course(Path(scratch) / "class", class_sets)
+        for s in class_sets:
+            release, good = _load("exercises", s), solutions_by_cell(_load("solutions", s))
+            half = {g: src for i, (g, src) in enumerate(sorted(good.items())) if i % 2 == 0}
+            wrong = {**good, **WRONG} if s == NAME else half  # half right: every other answer written
+            kinds = [answered(release, good), release, answered(release, wrong)]
+            for i in range(args.class_size):
+                _submit(klass, f"s{i:03d}", s, kinds[i % 3])
+        class_workers = [int(w) for w in args.class_workers.split(",") if w] or [1, cores]
+        for w in class_workers if args.class_size else ():
             total, per = _grade(klass, w, args.timeout, cold=True)
-            print(f"class of {args.class_size}, {w} worker(s): {total:.1f} s total; per notebook {_summary(per)}")
+            print(f"class of {args.class_size} on {len(class_sets)} set(s), {w} worker(s): {total:.1f} s total "
+                  f"({len(per)} notebooks); per notebook {_summary(per)}")
+    print("load average after:", os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -110,6 +110,8 @@ def build(release: dict, solution: dict) -> list[tuple[str, str, float | None, s
         ("bad_import.ipynb", perfect(q7_answer="import nonexistent_module\n" + good["q7_answer"]), full - q7, "ok"),
         ("sysexit.ipynb", perfect(q7_answer="import sys\nsys.exit(0)\n" + good["q7_answer"]), full - q7, "sys.exit"),
         ("osexit.ipynb", perfect(q7_answer="import os\nos._exit(1)\n" + good["q7_answer"]), full - q7, "kernel died"),
+        # one bad answer costs one question: a fresh kernel replays the cells before it, and Q3-Q7 are graded
+        ("early_exit.ipynb", perfect(q2_answer="import os\nos._exit(1)\n"), full - pts["q2_tests"], "kernel died"),
         ("cheat_override.ipynb", cheat(CHEAT_OVERRIDE), 0.0, "tampered"),
         ("cheat_patch.ipynb", cheat(CHEAT_PATCH_LIBRARY), 0.0, "tampered"),
         ("cheat_hide.ipynb", cheat(CHEAT_HIDE_ERRORS), 0.0, "tampered"),

@@ -1,8 +1,10 @@
 """One live Jupyter kernel that grades many versions of a problem set, for the mutation and leak tests.
 
 Starting a kernel per submission (as nbgrader does) costs seconds; here one kernel runs each version's
-cells from the top after a namespace reset, and a test cell counts as passed exactly as the autograder
-counts it: no error, and the pass marker shown (see ``pagedkv_lib/course/testcell.py``).
+cells from the top after a namespace reset, test cells without their grader-only parts, and each test
+cell is then judged as the autograder judges it: from its record of results, by the judge in this
+process (``pagedkv_lib/course/instructor/judge.py``). With ``hidden=False`` (what a learner runs before
+handing in) the verdicts are the kernel's own: no error, and the pass marker shown.
 """
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ from pathlib import Path
 
 from jupyter_client.manager import start_new_kernel
 
-from pagedkv_lib.course.testcell import PASS_MIME
+import copy
+
+from pagedkv_lib.course.instructor import judge
+from pagedkv_lib.course.learner.testcell import PASS_MIME, RECORD_MIME
 
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS\n?", re.DOTALL)
 SOLUTION = re.compile(r"[ \t]*### (BEGIN|END) SOLUTION\n?")
@@ -62,6 +67,7 @@ class LiveKernel:
     def run(self, code: str, timeout_s: float = 60) -> tuple[bool, str]:
         """Run ``code``; return (passed marker seen and no error, the error's message or '')."""
         seen = {"error": "", "passed": False, "stdout": "", "shown": ""}
+        self.outputs = []
 
         def hook(msg):
             kind, content = msg["msg_type"], msg["content"]
@@ -71,6 +77,8 @@ class LiveKernel:
                 seen["error"] = "\n".join(content["traceback"]) or f"{content['ename']}: {content['evalue']}"
             elif kind == "display_data" and PASS_MIME in content.get("data", {}):
                 seen["passed"] = True
+            elif kind == "display_data" and RECORD_MIME in content.get("data", {}):
+                self.outputs.append({"output_type": kind, "data": content["data"]})
             elif kind in ("display_data", "execute_result"):
                 seen["shown"] += content.get("data", {}).get("text/plain", "<a display without text>") + "\n"
 
@@ -80,26 +88,49 @@ class LiveKernel:
 
     def expected_values(self, cells: list[dict], answers: dict[str, str], *, hidden: bool,
                         sweeps: bool = False) -> list:
-        """The expected and known-wrong values the test cells compare against, recorded in the kernel.
+        """The expected and known-wrong values the test cells compare against, recorded in the judge.
 
         Checks of random sweeps (a list in the checked name) are left out unless ``sweeps``: their values
         are many and small, and in a set graded on values none of them is an answer a learner could copy.
         """
-        self.run(_RECORD.replace("_SWEEPS", str(sweeps)))
-        self.grade(cells, answers, hidden=hidden)
-        self.run("import pagedkv_lib.course.testcell as _t, json\nprint(json.dumps(_t._recorded, default=repr))\n"
-                 "_t.fresh_checks_module = _t._unrecorded")
-        return json.loads(self.stdout)
+        store = []
+        checks = judge.Replay.checks
 
-    def grade(self, cells: list[dict], answers: dict[str, str], *, hidden: bool = True) -> dict[str, tuple[bool, str]]:
+        class Recording:
+            def __getattr__(self, name):
+                return getattr(checks, name)
+
+            @staticmethod
+            def check_value(name, got, expected, **kw):
+                if sweeps or "[" not in name:
+                    store.extend([expected, *[w for w, _ in kw.get("misconceptions", ())]])
+                return checks.check_value(name, got, expected, **kw)
+
+            @staticmethod
+            def check_known_mistakes(name, got, misconceptions, **kw):
+                misconceptions = list(misconceptions)
+                store.extend(w for w, _ in misconceptions if sweeps or "[" not in name)
+                return checks.check_known_mistakes(name, got, misconceptions, **kw)
+
+        judge.Replay.checks = Recording()
+        try:
+            self.grade(cells, answers, hidden=hidden, judged=True)
+        finally:
+            judge.Replay.checks = checks
+        return json.loads(json.dumps(store, default=repr))
+
+    def grade(self, cells: list[dict], answers: dict[str, str], *, hidden: bool = True,
+              judged: bool | None = None) -> dict[str, tuple[bool, str]]:
         """{test grade_id: (passed, message)} for ``cells`` with ``answers`` put in their answer cells.
 
-        ``hidden=False`` drops the hidden tests, leaving what a learner sees before handing in. What each
-        test cell printed or displayed, other than its pass marker, is left in ``self.printed``.
+        ``hidden=False`` drops the hidden tests, leaving what a learner sees before handing in; its
+        verdicts are the kernel's own unless ``judged``. With hidden tests they are the judge's. What each
+        test cell printed or displayed, other than its record and pass marker, is left in ``self.printed``.
         """
+        judged = hidden if judged is None else judged
         self.run("get_ipython().run_line_magic('reset', '-f')")
         self.printed = {}
-        verdicts = {}
+        verdicts, ran = {}, []
         for cell in cells:
             meta, source = _meta(cell), _src(cell)
             if cell["cell_type"] != "code":
@@ -108,37 +139,21 @@ class LiveKernel:
                 source = answers[meta["grade_id"]]
             elif not hidden:
                 source = HIDDEN.sub("", source)
+            full = source
+            if judge.is_test(cell):
+                source = judge.kernel_source(source)
             passed, message = self.run(source)
+            ran.append(dict(copy.deepcopy(cell), source=full, outputs=self.outputs))
             if meta.get("grade") and not meta.get("solution"):
                 verdicts[meta["grade_id"]] = (passed, message)
                 self.printed[meta["grade_id"]] = self.stdout + self.shown
-        return verdicts
+        if not judged:
+            return verdicts
+        found, elsewhere = judge.judge_notebook(ran)
+        assert not elsewhere and not any(v.forged for v in found.values()), (elsewhere, found)
+        return {g: (v.passed, "" if v.passed else f"CheckFailed: {judge.error_output(v.message)['evalue']}")
+                for g, v in found.items()}
 
     def score(self, cells: list[dict], answers: dict[str, str], **kw) -> float:
         pts = points(cells)
         return sum(pts[g] for g, (ok, _) in self.grade(cells, answers, **kw).items() if ok)
-
-
-_RECORD = """
-import pagedkv_lib.course.testcell as _t
-_t._recorded, _t._unrecorded = [], getattr(_t, "_unrecorded", _t.fresh_checks_module)
-
-def _recording_module(_t=_t):  # bound now: the namespace reset between versions removes _t
-    store, module = _t._recorded, _t._unrecorded()
-    check_value, check_known_mistakes = module.check_value, module.check_known_mistakes
-
-    def recorded(name, got, expected, **kw):
-        if _SWEEPS or "[" not in name:  # a random sweep's cases (lists in the name) identify no answer
-            store.extend([expected, *[w for w, _ in kw.get("misconceptions", ())]])
-        return check_value(name, got, expected, **kw)
-
-    def recorded_mistakes(name, got, misconceptions, **kw):
-        misconceptions = list(misconceptions)
-        store.extend(w for w, _ in misconceptions if _SWEEPS or "[" not in name)
-        return check_known_mistakes(name, got, misconceptions, **kw)
-
-    module.check_value, module.check_known_mistakes = recorded, recorded_mistakes
-    return module
-
-_t.fresh_checks_module = _recording_module
-"""

@@ -108,6 +108,8 @@ PS3 = [
     ("bonus_answer", "bonus_tests", "block = tl.load(tables_ptr + b * max_blocks + j)", "block = j"),  # no table
     ("bonus_answer", "bonus_tests", "acc = acc * alpha[:, None] +", "acc = acc +"),  # no online rescaling
     ("bonus_answer", "bonus_tests", "range(0, tl.cdiv(T, S))", "range(0, T // S)"),  # drops the partial block
+    # a store outside its tensor kills the process that launches it: the check's child, not the kernel
+    ("bonus_answer", "bonus_tests", "tl.store(out_ptr + q_rows", "tl.store(out_ptr - q_rows"),
 ]
 
 PS3_STYLES = [

@@ -22,7 +22,7 @@ from hypothesis import example, given, strategies as st
 
 from conftest import REPO
 from pagedkv_lib.course import __main__ as cli
-from pagedkv_lib.course import canvas
+from pagedkv_lib.course.instructor import canvas
 from pagedkv_lib.course.nbclean import answer_marker
 
 HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Attendance",

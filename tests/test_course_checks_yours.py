@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from pagedkv_lib.course import checks, testcell
+from pagedkv_lib.course.learner import checks
 
 
 def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
@@ -158,10 +158,3 @@ def test_tensor_arguments_are_shown_by_shape_and_long_ones_cut():
         checks.yours("parse_answer")([0] * 100)
     assert _one_line(failure).startswith("CheckFailed: parse_answer([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, "
                                          "0, 0, 0, 0,...) raised TypeError")
-
-
-def test_test_cells_get_yours_from_the_freshly_loaded_checks():
-    fresh = testcell.fresh_checks_module()
-    assert fresh.yours is not checks.yours and fresh.__file__ == checks.__file__
-    with pytest.raises(fresh.NotWritten):
-        fresh.yours("kv_bytes_per_token")(1, 1, 1, 1)

@@ -1,44 +1,12 @@
-"""The grader's own defences, without a kernel: test-cell guard, answer scan, output cap, pass marker."""
-import builtins
-
+"""The grader's own defences, without a kernel: the judge's rules for records, the record's encoding,
+the answer scan and the output cap."""
 import nbformat
 import pytest
 
-from pagedkv_lib.course import checks, testcell
-from pagedkv_lib.course.scan import grader_names_used
-
-
-def test_begin_restores_patched_builtins_and_fails_the_test():
-    real, message = builtins.isinstance, ""
-    builtins.isinstance = lambda *a: True
-    try:
-        testcell.begin("q1_tests")
-    except AssertionError as err:  # begin has already put isinstance back by now
-        message = str(err)
-    finally:
-        patched_left, builtins.isinstance = builtins.isinstance is not real, real
-    assert not patched_left and "builtins.isinstance" in message
-    testcell.begin("q1_tests")  # nothing changed any more: no complaint
-
-
-def test_fresh_checkers_ignore_a_patched_module(monkeypatch):
-    monkeypatch.setattr(checks, "check_value", lambda *a, **k: None)
-    fresh_value, fresh_mistakes = testcell.begin("q2_tests")
-    assert fresh_value is not checks.check_value
-    with pytest.raises(AssertionError, match="is not right"):
-        fresh_value("x", 3, 4)
-    with pytest.raises(AssertionError, match="mistake"):
-        fresh_mistakes("x", 3, [(3, "mistake")])
-
-
-def test_a_global_that_hides_a_builtin_is_removed_and_reported():
-    namespace = {"begin": testcell.begin, "tuple": lambda r: (52, 6), "sum": 0}
-    with pytest.raises(AssertionError, match="a global named tuple"):
-        exec("begin('q3_tests')", namespace)
-    assert "tuple" not in namespace and "sum" not in namespace
-    namespace["sum"] = 0
-    exec("begin('q3_tests')", namespace)  # an innocent value under a builtin's name is only removed
-    assert "sum" not in namespace
+from pagedkv_lib.course.instructor.judge import judge_notebook, kernel_source
+from pagedkv_lib.course.instructor.scan import grader_names_used
+from pagedkv_lib.course.learner.record import Opaque, decode, digest, encode
+from pagedkv_lib.course.learner.testcell import RECORD_MIME
 
 
 @pytest.mark.parametrize("source, names", [
@@ -69,7 +37,7 @@ def _cell_with(outputs, grade_id="q1_tests"):
 
 
 def test_cap_output_keeps_a_bounded_number_of_bytes(monkeypatch, tmp_path):
-    from pagedkv_lib.course.nbhooks import EVENTS_ENV, CapOutput
+    from pagedkv_lib.course.instructor.nbhooks import EVENTS_ENV, CapOutput
     monkeypatch.setenv(EVENTS_ENV, str(tmp_path / "events"))
     cell = _cell_with([{"output_type": "stream", "name": "stdout", "text": "z" * 1_000_000}])
     CapOutput(max_bytes=5_000).preprocess_cell(cell, {}, 0)
@@ -78,13 +46,130 @@ def test_cap_output_keeps_a_bounded_number_of_bytes(monkeypatch, tmp_path):
     assert "huge_output" in (tmp_path / "events").read_text()
 
 
-def test_a_test_cell_without_its_pass_marker_fails(monkeypatch, tmp_path):
-    from pagedkv_lib.course.nbhooks import EVENTS_ENV, RequirePassMarker
-    monkeypatch.setenv(EVENTS_ENV, str(tmp_path / "events"))
-    marker = {"output_type": "display_data", "metadata": {},
-              "data": {testcell.PASS_MIME: {"grade_id": "q1_tests"}, "text/plain": "ok"}}
-    passed, silent, forged = _cell_with([marker]), _cell_with([]), _cell_with([marker], grade_id="q2_tests")
-    for cell in (passed, silent, forged):
-        RequirePassMarker().preprocess_cell(cell, {}, 0)
-    assert [o["output_type"] for o in passed.outputs] == ["display_data"]
-    assert silent.outputs[-1]["ename"] == "GradingError" and forged.outputs[-1]["ename"] == "GradingError"
+TEST = ("from pagedkv_lib.course.learner import testcell as _testcell\n"
+        "with _testcell.begin('q1_tests') as _t:\n"
+        "    _f = _t.yours('f')\n"
+        "    _got = [_f(n) for n in (1, 2)]\n"
+        "    ### BEGIN HIDDEN TESTS\n"
+        "    ### GRADER ONLY\n"
+        "    _t.checks.check_value('f(1)', _got[0], 2)\n"
+        "    _t.checks.check_value('f(2)', _got[1], 4)\n"
+        "    ### END HIDDEN TESTS\n")
+
+
+def _record(results, grade_id="q1_tests", args=((1,), (2,))):
+    entries = [["yours", "f", digest(None), {"ok": None}]]
+    entries += [["call", "f", digest([a, {}]), {"ok": encode(r)}] for a, r in zip(args, results)]
+    return {"output_type": "display_data", "metadata": {}, "data": {RECORD_MIME: {"grade_id": grade_id, "entries": entries}}}
+
+
+def _judge(*test_outputs, answer_outputs=()):
+    answer = nbformat.v4.new_code_cell("def f(n):\n    return 2 * n")
+    answer.metadata["nbgrader"] = {"grade": False, "solution": True, "grade_id": "q1_answer"}
+    answer.outputs = [nbformat.from_dict(o) for o in answer_outputs]
+    test = _cell_with(list(test_outputs))
+    test.source = TEST
+    return judge_notebook([answer, test])
+
+
+def test_the_kernel_never_receives_grader_only_regions():
+    sent = kernel_source(TEST)
+    assert "check_value" not in sent and "GRADER ONLY" not in sent and "_got = [" in sent
+
+
+def test_one_record_of_right_results_passes_and_wrong_ones_fail_with_the_message():
+    verdicts, elsewhere = _judge(_record([2, 4]))
+    assert verdicts["q1_tests"].passed and not verdicts["q1_tests"].forged and not elsewhere
+    verdicts, _ = _judge(_record([2, 5]))
+    assert not verdicts["q1_tests"].passed and "f(2) = 5 is not right" in verdicts["q1_tests"].message
+    assert not verdicts["q1_tests"].forged
+
+
+@pytest.mark.parametrize("outputs, why", [
+    ([_record([2, 4]), _record([2, 4])], "2 records"),
+    ([_record([2, 4], args=((1,), (3,)))], "do not match"),  # results for other inputs
+    ([_record([2, 4, 6], args=((1,), (2,), (3,)))], "holds 4 results"),  # more than the test asked for
+    ([_record([2, 4], grade_id="q2_tests")], "another test"),
+    ([{"output_type": "display_data", "metadata": {}, "data": {RECORD_MIME: {"grade_id": "q1_tests", "entries": 7}}}],
+     "malformed"),
+])
+def test_a_forged_or_doubled_record_scores_0_and_is_flagged(outputs, why):
+    verdicts, _ = _judge(*outputs)
+    assert not verdicts["q1_tests"].passed
+    assert any(why in f for f in verdicts["q1_tests"].forged), verdicts["q1_tests"]
+
+
+def test_a_record_shown_by_an_answer_cell_is_flagged_and_a_cut_record_only_fails():
+    verdicts, elsewhere = _judge(_record([2, 4]), answer_outputs=[_record([2, 4])])
+    assert verdicts["q1_tests"].passed and elsewhere == ["cell q1_answer (not a test) showed a record of results"]
+    short = _record([2])  # the kernel stopped after the first call: not the learner's forgery
+    verdicts, elsewhere = _judge(short)
+    assert not verdicts["q1_tests"].passed and "no result for f" in verdicts["q1_tests"].message
+    assert not verdicts["q1_tests"].forged and not elsewhere
+
+
+def test_a_record_holds_plain_values_only():
+    class Rigged(int):
+        def __eq__(self, other):
+            return True
+        __hash__ = int.__hash__
+
+        def __int__(self):
+            return 8
+
+    class Anything:
+        def __eq__(self, other):
+            return True
+
+    assert encode(Rigged(3)) == 3 and type(encode(Rigged(3))) is int
+    assert isinstance(decode(encode(Anything())), Opaque) and decode(encode(Anything())) != 3
+    assert decode(encode({(1, 2): {3.5, float("nan")} - {3.5}, "k": [None, True]}))["k"] == [None, True]
+    import torch
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    assert torch.equal(decode(encode(t)), t) and digest([t]) == digest([t.clone()]) != digest([t + 1])
+
+
+def test_identical_long_answers_are_paired_but_short_stub_and_reference_ones_are_not(tmp_path):
+    from pagedkv_lib.course.instructor.flags import similar_answers
+
+    def nb(**answers):
+        cells = []
+        for gid, src in answers.items():
+            cell = nbformat.v4.new_code_cell(src)
+            cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": gid}
+            cells.append(cell)
+        return nbformat.v4.new_notebook(cells=cells)
+
+    long_a = "def f(xs, s):\n    total = 0\n    for x in xs:\n        total += (x + s - 1) // s * s - x\n    return total, len(xs)\n"
+    long_b = long_a.replace("total", "waste")  # the same idea, other names: not identical
+    ref = "def g(n, s):\n    return [(i + s - 1) // s for i in range(n) if i % 2 == 0 and i > s - 1 or i == 0]\n"
+    students = {"ann": nb(q1=long_a, q2=long_a.replace("len(xs)", "0"), q3="x = 8", q4=ref),
+                "bea": nb(q1="# copied\n" + long_a, q2=long_a.replace("len(xs)", "0"), q3="x = 8", q4=ref),
+                "cat": nb(q1=long_b, q2="x = 1", q3="x = 8", q4=ref)}
+    for student, notebook in students.items():
+        path = tmp_path / student / "ps" / "ps.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(notebook, path)
+    release = nb(q1="raise NotImplementedError()", q2="raise NotImplementedError()", q3="x = None", q4="pass")
+    source = nb(q1="pass", q2="pass", q3="x = 8", q4="### BEGIN SOLUTION\n" + ref + "### END SOLUTION\n")
+    assert similar_answers(tmp_path, {"ps": release}, {"ps": source}) == [("ps", "ann", "bea", ["q1", "q2"])]
+
+
+def test_no_honest_answer_is_flagged():
+    """The reference answers, and every correct answer in another style, reach for nothing and call no
+    graded library function: a flag never lands on a student who did nothing."""
+    import json
+    import re
+
+    from conftest import REPO
+    from psets_mutations import STYLES
+    from pagedkv_lib.course.instructor.scan import library_calls, reaches
+
+    for name, styles in STYLES.items():
+        nb = json.loads((REPO / "solutions" / name / f"{name}.ipynb").read_text(encoding="utf-8"))
+        graded = nb["metadata"].get("pagedkv", {}).get("graded_functions", [])
+        good = {c["metadata"]["nbgrader"]["grade_id"]: re.sub(r"[ \t]*### (BEGIN|END) SOLUTION\n?", "", "".join(c["source"]))
+                for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"}
+        answers = list(good.values()) + [good[a].replace(*change) if len(change) == 2 else change[0] for a, *change in styles]
+        for source in answers:
+            assert reaches(source) == [] and library_calls(source, graded) == [], (name, source[:200])

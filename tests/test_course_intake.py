@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from pagedkv_lib.course.intake import collect, place, student_id
-from pagedkv_lib.course.nbclean import Unreadable, answer_marker, clean, normalise, parse
+from pagedkv_lib.course.instructor.intake import collect, place, student_id
+from pagedkv_lib.course.instructor.nbclean import Unreadable, answer_marker, clean, normalise, parse
 
 ASSIGNMENTS = ["ps1_intuition", "ps2_math"]
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from pagedkv_lib.course.class_report import report
-from pagedkv_lib.course.prediction_report import (MAX_GATES, MAX_RECORDS, MAX_TEXT, MIME, parse_record,
+from pagedkv_lib.course.instructor.prediction_report import (MAX_GATES, MAX_RECORDS, MAX_TEXT, MIME, parse_record,
                                                   prediction_section, read_predictions)
 
 STUDENTS = ["learner_ada", "learner_bo", "learner_cy", "learner_di", "learner_ed", "learner_fu"]

@@ -1,12 +1,12 @@
 """A grading run that fails through no doing of the student's is tried again; a student's own failure is not."""
-from pagedkv_lib.course import grade
-from pagedkv_lib.course.grade import Status
+from pagedkv_lib.course.instructor import grade
+from pagedkv_lib.course.instructor.grade import Status
 
 
 def _fake_runs(monkeypatch, outcomes):
     calls = []
 
-    def fake_grade_one(root, assignment, student, timeout_s, budget_s):
+    def fake_grade_one(root, assignment, student, timeout_s, budget_s, sandbox=None):
         problems = outcomes[min(len(calls), len(outcomes) - 1)]
         calls.append(problems)
         return Status(student, assignment, problems=list(problems), failed=bool(problems))

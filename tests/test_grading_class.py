@@ -14,7 +14,7 @@ import pytest
 from classroom import build
 from conftest import REPO
 from pagedkv_lib import course
-from pagedkv_lib.course.intake import release_notebooks
+from pagedkv_lib.course.instructor.intake import release_notebooks
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class")]  # beside the pipeline test
 

@@ -205,7 +205,7 @@ def test_checks_accept_exact_numbers_in_any_type_and_fail_in_one_line():
     from decimal import Decimal
     from fractions import Fraction
 
-    from pagedkv_lib.course import checks
+    from pagedkv_lib.course.learner import checks
     big = 10**18 + 1
     checks.check_value("n", Fraction(big), big)
     checks.check_value("n", Decimal(big), big)

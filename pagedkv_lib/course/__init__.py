@@ -1,4 +1,6 @@
-"""The instructor's workflow around nbgrader, and the checks graded test cells call.
+"""Grading for the pagedkv course, in two parts: ``learner`` (what runs in a learner's kernel: test
+cells record results and give one-line feedback) and ``instructor`` (what grades: nbgrader's workflow,
+the sandbox every submission runs in, and the judge that scores records outside the learner's kernel).
 
 Course layout (see ``nbgrader_config.py``): instructor notebooks in ``solutions/<assignment>/``, student
 copies generated into ``exercises/<assignment>/``, submissions in ``submitted/<student>/<assignment>/``.
@@ -10,17 +12,13 @@ Command line, from the repository root (``python -m pagedkv_lib.course --help`` 
     python -m pagedkv_lib.course feedback          # autograded/ -> feedback/ (HTML for learners)
     python -m pagedkv_lib.course export            # gradebook -> grades.csv (with each status)
     python -m pagedkv_lib.course report            # report/report.md with its figures
-
-Modules: ``checks`` (check_value), ``testcell`` (what test cells run first and last), ``nbclean`` and
-``intake`` (downloads in), ``grade`` and ``classrun`` (parallel autograding), ``nbhooks`` (nbgrader
-preprocessors), ``scan`` (answer cells that touch the grader), ``feedback``, ``report``.
 """
 from importlib import import_module
 
-from .checks import check_known_mistakes, check_value
+from .learner import check_known_mistakes, check_value
 
-# Everything else loads on first use: a learner's notebook imports this package (for the checks and
-# ``testcell``) on Colab too, where nbgrader and its tools are not installed.
+# The instructor's side loads on first use: a learner's notebook imports the learner side on Colab
+# too, where nbgrader and its tools are not installed.
 _LAZY = {"autograde": "classrun", "collect": "intake", "ConciseErrors": "feedback_html",
          "concise_errors": "feedback_html", "RELEASE": "grade", "SOURCE": "grade", "SUBMITTED": "grade",
          "assignments": "grade", "generate": "grade", "nbgrader": "grade", "normalise": "nbclean",
@@ -31,5 +29,5 @@ __all__ = ["check_value", "check_known_mistakes", *_LAZY]
 
 def __getattr__(name):
     if name in _LAZY:
-        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        return getattr(import_module(f".instructor.{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

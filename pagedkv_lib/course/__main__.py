@@ -7,12 +7,12 @@ from pathlib import Path
 
 from ..errors import PagedKVError
 from . import __doc__ as _doc
-from . import canvas
-from .classrun import autograde, print_summary
-from .class_report import export, report
-from .intake import release_notebooks
-from .grade import DEFAULT_TIMEOUT_S, assignments, cached_releases, generate
-from .workflow import feedback
+from .instructor import canvas
+from .instructor.classrun import autograde, print_summary
+from .instructor.class_report import export, report
+from .instructor.intake import release_notebooks
+from .instructor.grade import DEFAULT_TIMEOUT_S, assignments, cached_releases, generate
+from .instructor.workflow import feedback
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="export: csv (nbgrader's grades.csv) or canvas (also grades-canvas.csv for Canvas's import)")
     p.add_argument("--names", action="store_true", help="report: name learners in the predictions section")
     p.add_argument("--roster", help="export --format=canvas, collect of a Canvas zip: Canvas's gradebook export CSV")
+    p.add_argument("--trust-submissions", action="store_true",
+                   help="autograde: run kernels without the sandbox (only for submissions you trust; said in every status)")
     return p
 
 
@@ -56,7 +58,8 @@ def main(argv=None) -> int:
         elif args.command == "collect":
             _collect(args)
         elif args.command == "autograde":
-            print_summary(autograde(args.course_dir, timeout_s=args.timeout, workers=args.workers))
+            print_summary(autograde(args.course_dir, timeout_s=args.timeout, workers=args.workers,
+                                    trust_submissions=args.trust_submissions))
             print("grades written to grades.csv, statuses to status.csv")
         elif args.command == "feedback":
             print(f"{len(feedback(args.course_dir))} feedback pages written to feedback/")

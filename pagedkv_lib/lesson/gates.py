@@ -204,7 +204,7 @@ class Gate:
 
 def _close(value, answer, tolerance: float) -> bool:
     """A number prediction is right within ``tolerance`` (relative), through the course's matcher."""
-    from ..course import check_value  # here, not at the top: course imports nbconvert (seconds)
+    from ..course.learner import check_value  # here, not at the top: course imports nbconvert (seconds)
     try:
         check_value("prediction", float(value), float(answer), rel_tol=tolerance)
     except AssertionError:

@@ -52,7 +52,7 @@ class Practice:
 
     def check(self, value) -> tuple[bool, str]:
         """Check a value; return ``(right, message)`` and add the try to the record."""
-        from ..course import check_value  # here, not at the top: course imports nbconvert (seconds)
+        from ..course.learner import check_value  # here, not at the top: course imports nbconvert (seconds)
         got = parse_number(f"value for {self.id!r}", value) if isinstance(value, str) else value
         left = self.hints_shown < len(self.hints)
         try:

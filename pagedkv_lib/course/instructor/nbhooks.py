@@ -7,18 +7,23 @@ for every student and turns the lines into that student's status.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode, from_dict
+from jupyter_core.utils import run_sync
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Bool, Integer
 
 from .grade import EVENTS_ENV
 from .nbclean import _grade_id, _is_test, _norm
-from .testcell import PASS_MIME, TAMPER_TEXT
+from ..learner.record import RECORD_MAX_BYTES
+from ..learner.testcell import PASS_MIME, RECORD_MIME
+from .judge import error_output, judge_notebook, kernel_source, records_in
+from .sandbox import MODE_ENV, SandboxKernelManager
 
 
 def record(kind: str, **details) -> None:
@@ -84,16 +89,39 @@ class QuietOverwriteCells(OverwriteCells):
         return nb, resources
 
 
-class GuardedExecute(Execute):
-    """nbgrader's Execute that survives a dead kernel and a cell that ignores the timeout's interrupt.
+MAX_RESTARTS = 3
+"""Fresh kernels one notebook may get after a crash or an unstoppable cell; past that the rest is not run."""
 
-    Either way the rest of the notebook is not run: each later code cell gets an error output saying
-    why, so its tests score 0 instead of counting as passed for lack of an error.
+
+class GuardedExecute(Execute):
+    """nbgrader's Execute, in the sandbox, so that one bad answer costs one question.
+
+    Each student kernel runs in ``sandbox.py``'s sandbox (unless autograde was told the submissions are
+    trusted). A test cell is sent without its grader-only regions (``judge.kernel_source``). When the
+    kernel dies or a cell ignores the timeout's interrupt, that cell gets an error output saying why, a
+    fresh kernel (a fresh sandbox) is started, the code cells before it are run again in it as the
+    learner had them (their outputs are kept from the first run), and the notebook goes on. After
+    :data:`MAX_RESTARTS` fresh kernels, every later code cell gets an error output instead.
     """
 
+    def __init__(self, *args, **kwargs):
+        if os.environ.get(MODE_ENV, "bwrap") == "bwrap":
+            kwargs["kernel_manager_class"] = SandboxKernelManager
+        super().__init__(*args, **kwargs)
+
     def preprocess(self, nb, resources=None, km=None):
-        self._stopped = ""
+        self._stopped, self._restarts, self._skip = "", 0, set()
         return super().preprocess(nb, resources, km)
+
+    def _run(self, cell, index):
+        """Execute ``cell`` (a test cell without its grader-only parts) and return it."""
+        full = cell.source
+        if _is_test(cell):
+            cell.source = kernel_source(full)
+        try:
+            return self.execute_cell(cell, index, store_history=True)
+        finally:
+            cell.source = full
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
@@ -102,21 +130,51 @@ class GuardedExecute(Execute):
             cell.outputs = [_error("NotRun", f"this cell was not run: {self._stopped}")]
             return cell, resources
         try:
-            cell, resources = super().preprocess_cell(cell, resources, index)
+            cell = self._run(cell, index)
             if any(o.get("ename") == "SystemExit" for o in cell.get("outputs", [])):
                 record("exited", cell=_grade_id(cell) or index)  # IPython survives it; say so anyway
             return cell, resources
         except DeadKernelError:
-            self._stop(cell, "kernel_died", "the kernel died (os._exit, a crash, or out of memory)")
+            self._recover(cell, index, "kernel_died", "the kernel died (os._exit, a crash, or out of memory)")
         except CellTimeoutError:
-            self._stop(cell, "stuck", f"the cell ran past the {self.timeout} s timeout and ignored the interrupt")
+            self._recover(cell, index, "stuck", f"the cell ran past the {self.timeout} s timeout and ignored the interrupt")
         return cell, self.resources
 
-    def _stop(self, cell, kind: str, why: str) -> None:
+    def _recover(self, cell, index: int, kind: str, why: str) -> None:
+        """Score this cell's question 0 (its error output says why), then go on in a fresh kernel.
+
+        A locked set-up cell (the instructor's, such as one importing torch on a loaded machine) is not
+        the learner's doing: it is run again in the fresh kernel instead of being left out.
+        """
         record(kind, cell=_grade_id(cell) or f"cell {cell.get('id', '?')}")
-        cell.outputs = list(cell.get("outputs", [])) + [_error("GradingStopped", why)]
-        self._stopped = f"an earlier cell stopped the run ({why})"
+        meta = cell.metadata.get("nbgrader", {})
+        ours = bool(meta.get("locked")) and not meta.get("solution") and not _is_test(cell)
+        outputs = list(cell.get("outputs", [])) + [_error("GradingStopped", why)]
+        cell.outputs = outputs
+        if not ours:
+            self._skip.add(index)
+        while self._restarts < MAX_RESTARTS:
+            self._restarts += 1
+            try:
+                self._fresh_kernel()
+                for j, earlier in enumerate(self.nb.cells[:index]):
+                    if earlier.cell_type == "code" and j not in self._skip:
+                        self._run(copy.deepcopy(earlier), j)
+                if ours:
+                    self._run(cell, index)
+                record("restarted", cell=_grade_id(cell) or index, replayed=index)
+                return
+            except (DeadKernelError, CellTimeoutError):
+                cell.outputs = outputs
+                continue
+        self._stopped = f"an earlier cell stopped the run ({why}) and {MAX_RESTARTS} fresh kernels did not get past it"
         self.shutdown_kernel = "immediate"
+
+    def _fresh_kernel(self) -> None:
+        run_sync(self.km.restart_kernel)(now=True)
+        if self.kc is not None:
+            self.kc.stop_channels()
+        self.start_new_kernel_client()
 
     async def _async_handle_timeout(self, timeout, cell=None):
         record("timeout", cell=(_grade_id(cell) if cell is not None else None), seconds=timeout)
@@ -124,7 +182,11 @@ class GuardedExecute(Execute):
 
 
 class CapOutput(Preprocessor):
-    """Cap each code cell's outputs at ``max_bytes`` (text and data together); say where it cut."""
+    """Cap each code cell's outputs at ``max_bytes`` (text and data together); say where it cut.
+
+    A test cell's record of results is not counted (the judge needs it whole); it is capped on its own
+    at ``RECORD_MAX_BYTES``, and one over that is dropped (its test then scores 0).
+    """
 
     enabled = Bool(True)
     max_bytes = Integer(20_000, help="most bytes of output kept per cell").tag(config=True)
@@ -135,6 +197,10 @@ class CapOutput(Preprocessor):
         kept, used, cut = [], 0, 0
         for out in cell.outputs:
             size = len(json.dumps(out))
+            if RECORD_MIME in out.get("data", {}):
+                if size <= RECORD_MAX_BYTES:
+                    kept.append(out)
+                continue
             if used + size <= self.max_bytes:
                 kept.append(out)
                 used += size
@@ -152,28 +218,41 @@ class CapOutput(Preprocessor):
         return cell, resources
 
 
-class RequirePassMarker(Preprocessor):
-    """Fail every test cell that shows no error but also no pass marker of its own.
+class JudgeTests(Preprocessor):
+    """Score every test cell from its record of results, here in the grader's process (``judge.py``).
 
-    A test cell ends by showing a marker (see ``testcell.end``); an earlier cell that hides errors
-    (``set_custom_exc``, an input transformer) stops the cell before it, so no marker means no points.
+    Each test cell's outputs become what the learner's code printed, the judge's one-line message if
+    the test failed (an error output, so nbgrader's SaveAutoGrades scores it 0) and a line saying how
+    many results were judged; records, pass markers and the kernel's own errors are dropped, so nothing
+    the kernel showed decides a score. A record that is not one well-formed record of the test's own is
+    reported as ``forged``.
     """
 
     enabled = Bool(True)
 
-    def preprocess_cell(self, cell, resources, index):
-        if not _is_test(cell):
-            return cell, resources
-        outs = cell.get("outputs", [])
-        for out in outs:
-            if out.get("output_type") == "error" and TAMPER_TEXT in out.get("evalue", ""):
-                record("tampered", cell=_grade_id(cell), what=out["evalue"].split("(", 1)[-1].split(")")[0])
-        marked = any(o.get("data", {}).get(PASS_MIME, {}).get("grade_id") == _grade_id(cell) for o in outs)
-        if not marked and not any(o.get("output_type") == "error" for o in outs):
-            record("tampered", cell=_grade_id(cell), what="no pass marker (errors were hidden)")
-            cell.outputs = list(outs) + [_error("GradingError", "this test did not run to its end "
-                                                "(an earlier cell hid its errors): it scores 0")]
-        return cell, resources
+    def preprocess(self, nb, resources):
+        verdicts, elsewhere = judge_notebook(nb.cells)
+        for where in elsewhere:
+            record("forged", cell=where, what="a record of results outside its test cell")
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            found = records_in(cell.get("outputs", []))
+            kept = [o for o in cell.get("outputs", [])
+                    if RECORD_MIME not in o.get("data", {}) and PASS_MIME not in o.get("data", {})
+                    and not (_is_test(cell) and o.get("output_type") == "error" and o.get("ename") != "GradingStopped")]
+            if _is_test(cell):
+                verdict = verdicts[_grade_id(cell)]
+                for what in verdict.forged:
+                    record("forged", cell=verdict.grade_id, what=what)
+                count = sum(len(r.get("entries", [])) for r in found if isinstance(r, dict) and isinstance(r.get("entries"), list))
+                kept.append(from_dict({"output_type": "stream", "name": "stdout",
+                                       "text": f"{verdict.grade_id}: {count} results judged by the grader: "
+                                               f"{'passed' if verdict.passed else 'failed'}.\n"}))
+                if not verdict.passed:
+                    kept.append(from_dict(error_output(verdict.message)))
+            cell.outputs = kept
+        return nb, resources
 
 
 class ClearHiddenTestSource(ClearHiddenTests):

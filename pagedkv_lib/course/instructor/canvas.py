@@ -32,7 +32,7 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import PagedKVError
+from ...errors import PagedKVError
 from . import intake
 from .intake import student_id
 

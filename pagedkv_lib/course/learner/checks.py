@@ -140,7 +140,12 @@ def yours(name: str) -> Any:
     from. ``KeyboardInterrupt`` and ``SystemExit`` are not ``Exception`` subclasses: they pass through.
     """
     __tracebackhide__ = True
-    namespace = sys._getframe(1).f_globals
+    return yours_in(sys._getframe(1).f_globals, name)
+
+
+def yours_in(namespace: dict, name: str) -> Any:
+    """:func:`yours` for ``name`` in ``namespace`` (a notebook's globals)."""
+    __tracebackhide__ = True
     if name not in namespace:
         raise NotWritten(f"{name} is not defined yet: write it in its answer cell above (in place of "
                           "raise NotImplementedError()) and run that cell.")
@@ -148,10 +153,10 @@ def yours(name: str) -> Any:
     if not callable(target):
         raise CheckFailed(f"{name} should be a {'class' if name[:1].isupper() else 'function'}, "
                           f"got {_show(target)}: run its answer cell again.")
-    return _Guarded(target, name)
+    return Guarded(target, name)
 
 
-class _Guarded:
+class Guarded:
     """A learner's callable, called inside a guard; an instance of the learner's class comes back guarded too."""
 
     __slots__ = ("_target", "_name")
@@ -172,21 +177,21 @@ class _Guarded:
             if any(isinstance(e, NotImplementedError) for e in _causes(exc)):
                 raise NotWritten(f"{name.split('[')[0]} is not written yet: replace raise NotImplementedError() "
                                  "in its answer cell with your code and run that cell.") from None
-            raise CheckFailed(f"{call} raised {_describe(exc)}") from None
-        return _Instance(result, name) if isinstance(target, type) and isinstance(result, target) else result
+            raise CheckFailed(f"{call} raised {describe(exc)}") from None
+        return GuardedInstance(result, name) if isinstance(target, type) and isinstance(result, target) else result
 
-    def __getitem__(self, key: Any) -> "_Guarded":
+    def __getitem__(self, key: Any) -> "Guarded":
         """``kernel[grid]``, as a Triton kernel is launched: the launcher is guarded like a call."""
         __tracebackhide__ = True
         target, name = self._target, self._name
         try:
-            return _Guarded(target[key], f"{name}[{_arg(key)}]")
+            return Guarded(target[key], f"{name}[{_arg(key)}]")
         except Exception as exc:
-            raise CheckFailed(f"{name}[{_arg(key)}] raised {_describe(exc)}") from None
+            raise CheckFailed(f"{name}[{_arg(key)}] raised {describe(exc)}") from None
 
 
-class _Instance:
-    """An object of a learner's class whose methods, looked up through it, are each :class:`_Guarded`."""
+class GuardedInstance:
+    """An object of a learner's class whose methods, looked up through it, are each :class:`Guarded`."""
 
     __slots__ = ("_target", "_name")
 
@@ -201,8 +206,8 @@ class _Instance:
         except AttributeError:
             raise CheckFailed(f"{name} has no {attr}: the question's interface lists it.") from None
         except Exception as exc:
-            raise CheckFailed(f"{name}.{attr} raised {_describe(exc)}") from None
-        return _Guarded(value, f"{name}.{attr}") if callable(value) else value
+            raise CheckFailed(f"{name}.{attr} raised {describe(exc)}") from None
+        return Guarded(value, f"{name}.{attr}") if callable(value) else value
 
 
 def _arg(x: Any) -> str:
@@ -222,7 +227,7 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     """``Type: message (line N: source)`` on one line, the line being the learner's that raised it."""
     try:
         message = " ".join(str(exc).split())
@@ -240,10 +245,63 @@ def _describe(exc: BaseException) -> str:
 def _learner_frame(tb) -> tuple[int, str] | None:
     """(line, source) of the innermost frame in learner code: not in Python, an installed package or this library."""
     installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    ours = str(Path(__file__).resolve().parents[1])
+    ours = str(Path(__file__).resolve().parents[2])
     found = None
     for frame, lineno in traceback.walk_tb(tb):
         filename = frame.f_code.co_filename
         if not any(filename.startswith(p) for p in installed | {ours}):
             found = (lineno, linecache.getline(filename, lineno).strip())
     return found
+
+
+def isolated(label: str, fn: Any, *args: Any, timeout_s: float = 300) -> Any:
+    """``fn(*args)`` run in a forked child process, so that a crash costs one line, not the kernel.
+
+    A learner's Triton kernel that stores outside its tensor can kill the process that launches it. Here
+    the child dies instead, and the crash comes back as a :class:`CheckFailed` naming the signal and its
+    likely cause; an exception in the child comes back as one line too. The result travels by pickle.
+    """
+    import os
+    import pickle
+    import signal
+    import time
+    if not hasattr(os, "fork"):
+        return fn(*args)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run, send the result or the one-line failure, and leave without cleanup
+        os.close(read)
+        try:
+            payload = ("ok", fn(*args))
+        except CheckFailed as failed:
+            payload = ("failed", str(failed))
+        except BaseException as exc:
+            payload = ("failed", f"{label} raised {describe(exc)}")
+        try:
+            data = pickle.dumps(payload)
+        except Exception:
+            data = pickle.dumps(("failed", f"{label} returned a value that cannot be sent back"))
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(data)
+        os._exit(0)
+    os.close(write)
+    chunks, deadline = [], time.monotonic() + timeout_s
+    with os.fdopen(read, "rb") as pipe:
+        chunks.append(pipe.read())
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise CheckFailed(f"{label} ran past {timeout_s:.0f} s")
+        time.sleep(0.01)
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        raise CheckFailed(f"{label} crashed the process ({name}): most likely a tl.store or tl.load whose "
+                          "offsets point outside its tensor (a sign or an index in a pointer sum)")
+    kind, value = pickle.loads(b"".join(chunks)) if chunks and chunks[0] else ("failed", f"{label} stopped with no result")
+    if kind == "failed":
+        raise CheckFailed(value)
+    return value

@@ -13,7 +13,7 @@ from pathlib import Path
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
-from .testcell import PASS_MIME
+from ..learner.testcell import PASS_MIME
 
 _WRAP_CSS = ("<style>pre, .output_text pre, .output_error pre { white-space: pre-wrap; "
              "overflow-wrap: anywhere; }</style>")

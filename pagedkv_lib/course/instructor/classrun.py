@@ -9,14 +9,23 @@ import csv
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
-from ..errors import PagedKVError
+from ...errors import PagedKVError
 from .intake import COLLECT_LOG, release_notebooks
-from .grade import DEFAULT_TIMEOUT_S, SUBMITTED, Status, assignments, cached_releases, grade_all, zero_grades
+from .grade import DEFAULT_TIMEOUT_S, SOURCE, SUBMITTED, Status, assignments, cached_releases, grade_all, zero_grades
 from .nbclean import Unreadable, missing_note, normalise
 from .class_report import STATUS_CSV, export
-from .scan import grader_names_used
+from .nbhooks import MAX_RESTARTS
+from .sandbox import LIBRARY_ENV, MODE_ENV, check_available, hidden_library
+from .scan import grader_names_used, library_calls, reaches
+
+
+def graded_functions(root: Path, assignment: str) -> list[str]:
+    """The library definitions ``assignment`` asks learners to write (its solution's ``pagedkv.graded_functions``)."""
+    nb = json.loads((root / SOURCE / assignment / f"{assignment}.ipynb").read_text(encoding="utf-8"))
+    return list(nb.get("metadata", {}).get("pagedkv", {}).get("graded_functions", []))
 
 
 def _submissions(sub_root: Path, known: list[str]) -> list[tuple[str, str, Path]]:
@@ -27,7 +36,11 @@ def _submissions(sub_root: Path, known: list[str]) -> list[tuple[str, str, Path]
     return found
 
 
-def prepare(folder: Path, assignment: str, release: dict, status: Status) -> bool:
+def _text(source) -> str:
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def prepare(folder: Path, assignment: str, release: dict, status: Status, graded: list[str] = ()) -> bool:
     """Clean one submission folder in place; False (and the reason in ``status``) if it cannot be graded."""
     want = folder / f"{assignment}.ipynb"
     others = sorted(p for p in folder.glob("*.ipynb") if p != want)
@@ -50,12 +63,20 @@ def prepare(folder: Path, assignment: str, release: dict, status: Status) -> boo
         status.problems.append("cells missing")
         if missing_note(norm.missing) not in status.details:
             status.details.append(missing_note(norm.missing))
-    touched = {c["metadata"]["nbgrader"]["grade_id"]: grader_names_used(c["source"]) for c in norm.nb["cells"]
-               if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"}
+    answers = [c for c in norm.nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"]
+    touched = {c["metadata"]["nbgrader"]["grade_id"]: grader_names_used(_text(c["source"])) for c in answers}
     for gid, names in touched.items():
         if names:
             status.problems.append("tampered")
             status.details.append(f"answer cell {gid} uses the grader's names: {', '.join(names)}")
+    for cell in answers:
+        gid = cell["metadata"]["nbgrader"]["grade_id"]
+        if reached := reaches(_text(cell["source"])):
+            status.problems.append("reaches outside")
+            status.details.append(f"answer cell {gid} reaches for {'; '.join(reached)}")
+        if used := library_calls(_text(cell["source"]), graded):
+            status.problems.append("library implementation")
+            status.details.append(f"answer cell {gid} calls the library's own {', '.join(used)} (hidden while grading)")
     return True
 
 
@@ -65,13 +86,17 @@ def _collect_log(root: Path) -> dict:
 
 
 def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = DEFAULT_TIMEOUT_S,
-              workers: int | None = None, progress: bool = True) -> list[Status]:
+              workers: int | None = None, progress: bool = True, trust_submissions: bool = False) -> list[Status]:
     """Grade every submission in ``submitted/``; write ``grades_csv`` and ``status.csv``; return the statuses.
 
     ``timeout_s`` is the per-cell limit (seconds); ``workers`` the number of students graded at once
     (default: one per CPU core). Whatever a submission does, every student gets a row and a status.
+    Every kernel runs in the sandbox (``sandbox.py``); without bubblewrap this refuses, unless
+    ``trust_submissions``, which runs them unsandboxed and says so in every status.
     """
     root = Path(course_dir)
+    if not trust_submissions:
+        check_available()
     sub_root = root / SUBMITTED
     if not sub_root.is_dir():
         raise PagedKVError(f"nothing to grade: {sub_root} does not exist "
@@ -85,10 +110,20 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
     for assignment, student, folder in subs:
         st = statuses[(assignment, student)] = Status(student, assignment)
         st.details += log.get("problems", {}).get(f"{student}/{assignment}", [])
-        if prepare(folder, assignment, releases[assignment], st):
+        if prepare(folder, assignment, releases[assignment], st, graded_functions(root, assignment)):
             jobs.append((assignment, student))
     code_cells = max((sum(c["cell_type"] == "code" for c in r["cells"]) for r in releases.values()), default=0)
-    graded = grade_all(root, jobs, timeout_s, timeout_s * code_cells + 120, workers, progress)
+    with tempfile.TemporaryDirectory(prefix="pkv-sandbox-lib-") as libs:
+        os.chmod(libs, 0o755)
+        sandboxes = None if trust_submissions else {
+            a: {MODE_ENV: "bwrap", LIBRARY_ENV: str(hidden_library(Path(libs) / a, graded_functions(root, a)))}
+            for a in {a for a, _ in jobs}}
+        graded = grade_all(root, jobs, timeout_s, timeout_s * (MAX_RESTARTS + 1) * code_cells + 120, workers, progress,
+                           sandboxes)
+    if trust_submissions:
+        for st in graded:
+            st.problems.append("unsandboxed")
+            st.details.append("graded with --trust-submissions: the kernel ran outside the sandbox")
     result = _merge(root, statuses, graded, log.get("unreadable", {}))
     write_status(root / STATUS_CSV, result)
     export(root, grades_csv)

@@ -23,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import PagedKVError
+from ...errors import PagedKVError
+from .sandbox import LIBRARY_ENV, MODE_ENV
 
 SOURCE, RELEASE, SUBMITTED = "solutions", "exercises", "submitted"
 EVENTS_ENV = "PAGEDKV_GRADING_EVENTS"  # names the file where nbhooks.record writes events
@@ -110,7 +111,8 @@ def cached_releases(root: Path, names: list[str], workers: int = 1) -> Path:
     known = json.loads(stamp.read_text()) if stamp.exists() and (root / "gradebook.db").exists() else {}
     digest = {n: _digest(root, n) for n in names}
     stale = [n for n in names if known.get(n) != digest[n] or not (releases / n).is_dir()]
-    generate(root, stale, release_dir=str(releases.resolve()), workers=workers)
+    if stale:  # generate() with no names generates every assignment
+        generate(root, stale, release_dir=str(releases.resolve()), workers=workers)
     known.update({n: digest[n] for n in stale})
     cache.mkdir(exist_ok=True)
     stamp.write_text(json.dumps(known, indent=1), encoding="utf-8")
@@ -130,25 +132,33 @@ def _events(path: Path) -> list[dict]:
 
 _LABELS = {"timeout": "timed out", "stuck": "timed out", "kernel_died": "kernel died",
            "tampered": "tampered", "cells_missing": "cells missing", "huge_output": "huge output",
-           "exited": "sys.exit"}
+           "exited": "sys.exit", "forged": "forged record"}
+_NOTES = {"restarted"}  # events that are details only, not problems
 
 
 def _describe(event: dict) -> str:
     if event["kind"] == "cells_missing":
         return f"nbgrader put back the test cells {', '.join(event['cells'])}"
+    if event["kind"] == "restarted":
+        return f"a fresh sandboxed kernel replayed the cells before {event['cell']} and grading went on"
     rest = ", ".join(f"{k}={v}" for k, v in event.items() if k != "kind")
     return f"{event['kind']}: {rest}"
 
 
-def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float) -> Status:
-    """Autograde one student's ``assignment`` in its own process; kill it (and its kernel) past ``budget_s``."""
+def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float,
+              sandbox: dict | None = None) -> Status:
+    """Autograde one student's ``assignment`` in its own process; kill it (and its kernel) past ``budget_s``.
+
+    ``sandbox`` is the environment that tells nbgrader's kernels how to run (``sandbox.MODE_ENV`` and
+    the hidden library for this assignment); None runs them unsandboxed (trusted submissions).
+    """
     status, start = Status(student, assignment), time.perf_counter()
     db = _db_url(root)
     with tempfile.TemporaryDirectory() as scratch:
         events = Path(scratch) / "events.jsonl"
         cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, f"--student={student}", "--force",
                f"--Execute.timeout={timeout_s}", f"--CourseDirectory.db_url={db}"]
-        proc = subprocess.Popen(cmd, cwd=root, env=nbgrader_env({EVENTS_ENV: str(events)}),
+        proc = subprocess.Popen(cmd, cwd=root, env=nbgrader_env({EVENTS_ENV: str(events), **(sandbox or {MODE_ENV: "none"})}),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
             log, _ = proc.communicate(timeout=budget_s)
@@ -161,7 +171,8 @@ def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_
         logs.mkdir(parents=True, exist_ok=True)
         (logs / f"{student}.log").write_text(log, encoding="utf-8")
         for event in _events(events):
-            status.problems.append(_LABELS.get(event["kind"], event["kind"]))
+            if event["kind"] not in _NOTES:
+                status.problems.append(_LABELS.get(event["kind"], event["kind"]))
             status.details.append(_describe(event))
     if proc.returncode != 0 and not status.problems:
         status.problems.append("grader error")
@@ -177,10 +188,11 @@ GRADER_RETRIES = 2
 died before replying to ``kernel_info``: parallel kernels can race for the same ports)."""
 
 
-def grade_one_retrying(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float) -> Status:
+def grade_one_retrying(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float,
+                       sandbox: dict | None = None) -> Status:
     """:func:`grade_one`, run again up to :data:`GRADER_RETRIES` times while it reports only a grader error."""
     for attempt in range(GRADER_RETRIES + 1):
-        status = grade_one(root, assignment, student, timeout_s, budget_s)
+        status = grade_one(root, assignment, student, timeout_s, budget_s, sandbox)
         if status.problems != ["grader error"]:
             break
     if attempt:
@@ -207,12 +219,16 @@ def zero_grades(root: Path, assignment: str, student: str) -> None:
 
 
 def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s: float, workers: int,
-              progress: bool = True) -> list[Status]:
-    """Grade every ``(assignment, student)`` job, ``workers`` at a time, with a progress bar over the class."""
+              progress: bool = True, sandboxes: dict | None = None) -> list[Status]:
+    """Grade every ``(assignment, student)`` job, ``workers`` at a time, with a progress bar over the class.
+
+    ``sandboxes`` maps each assignment to its sandbox environment (see :func:`grade_one`); None: unsandboxed.
+    """
     from tqdm import tqdm
     done = []
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(grade_one_retrying, root, a, s, timeout_s, budget_s) for a, s in jobs]
+        futures = [pool.submit(grade_one_retrying, root, a, s, timeout_s, budget_s,
+                               None if sandboxes is None else sandboxes[a]) for a, s in jobs]
         for fut in tqdm(as_completed(futures), total=len(futures), desc="autograde", unit="notebook",
                         disable=not progress, file=sys.stderr):
             status = fut.result()

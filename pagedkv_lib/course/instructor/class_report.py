@@ -12,11 +12,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from .feedback_html import question_titles
-from .grade import nbgrader
+from .flags import similar_answers
+from .grade import SOURCE, SUBMITTED, nbgrader
 from .nbclean import _grade_id, _is_test
 from .prediction_report import prediction_section, write_html
 
 STATUS_CSV = "status.csv"
+#: Status words that flag an attempt on the grader (see classrun.prepare and nbhooks).
+FLAG_WORDS = ("tampered", "reaches outside", "library implementation", "forged record")
 
 
 def export(course_dir=".", to: str = "grades.csv") -> Path:
@@ -105,6 +108,20 @@ def report(course_dir=".", grades_csv: str = "grades.csv", out: str = "report", 
         res = results[key]
         common = "<br>".join(f"{n}× {m[:160]}" for m, n in res["messages"].most_common(top)) or "-"
         lines.append(f"| {titles.get(key[1], key[1])} | {res['passed']}/{res['total']} | {common.replace('|', '/')} |")
+    sources = {a: json.loads((root / SOURCE / a / f"{a}.ipynb").read_text(encoding="utf-8"))
+               for a in (releases or {}) if (root / SOURCE / a / f"{a}.ipynb").exists()}
+    pairs = similar_answers(root / SUBMITTED, releases or {}, sources)
+    lines += ["", "## Answers identical to another student's", "",
+              "Long answers with the same code (comments and spacing aside), not the stub or the reference; "
+              "who copied from whom, if anyone, is for you to judge.", ""]
+    lines += ["| assignment | student | student | identical answers |", "|---|---|---|---|"] + [
+        f"| {a} | {s1} | {s2} | {', '.join(shared)} |" for a, s1, s2, shared in pairs] if pairs else ["None."]
+    statuses = _statuses(root)
+    flagged = [(k, r) for k, r in sorted(statuses.items()) if any(w in r["status"] for w in FLAG_WORDS)]
+    lines += ["", "## Flags", "", "Attempts on the grader: each names what the student's answer cells reached for, "
+              "forged or doubled records, and calls to the library's own implementation of a graded function.", ""]
+    lines += ["| student | assignment | flags | details |", "|---|---|---|---|"] + [
+        f"| {s1} | {a} | {r['status']} | {r['details'][:300].replace('|', '/')} |" for (s1, a), r in flagged] if flagged else ["None."]
     lines += ["", "## Status", "", "| student | assignment | status | details |", "|---|---|---|---|"]
     for (student, assignment), row in sorted(_statuses(root).items()):
         lines.append(f"| {student} | {assignment} | {row['status']} | {row['details'][:300].replace('|', '/')} |")

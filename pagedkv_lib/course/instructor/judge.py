@@ -1,0 +1,276 @@
+"""Judge a graded notebook from the records its test cells showed, in the grader's own process.
+
+The learner's kernel ran each test cell without its grader-only parts and showed one record of the
+learner's results (``learner/testcell.py``). Here each test cell runs again, in full, with the record
+standing in for the learner's code: ``_t.yours(name)(args)`` returns the recorded result for those
+inputs, in order. Expected values, reference implementations and misconception messages live only in
+this process; learner code never runs here, and a record is JSON, which holds no object to rig.
+
+A test is judged from exactly one well-formed record with its own ``grade_id``, shown by its own cell.
+No record, a second one, a record whose entries do not match the test's cases (another input, another
+order, more results than asked for), or a record shown by any other cell: the test scores 0 and the
+student is flagged ``forged record``. A kernel that stopped early leaves entries missing: that test
+scores 0 with the reason, and is not flagged.
+"""
+from __future__ import annotations
+
+import builtins
+import importlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..learner import checks as trusted_checks
+from ..learner.record import RECORD_MAX_BYTES, decode, digest
+from ..learner.testcell import RECORD_MIME
+
+#: First line of a hidden-test region that is never sent to the learner's kernel (it holds expected values).
+GRADER_ONLY = "### GRADER ONLY"
+_BEGIN, _END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+
+def kernel_source(source: str) -> str:
+    """``source`` without its grader-only hidden regions: what the learner's kernel is sent."""
+    out, lines, i = [], source.split("\n"), 0
+    while i < len(lines):
+        if _BEGIN in lines[i] and i + 1 < len(lines) and lines[i + 1].strip() == GRADER_ONLY:
+            while i < len(lines) and _END not in lines[i]:
+                i += 1
+            i += 1
+            continue
+        out.append(lines[i])
+        i += 1
+    return "\n".join(out)
+
+
+class Missing(trusted_checks.CheckFailed):
+    """The record ends before this result: the learner's kernel stopped before it (not their doing to flag)."""
+
+
+class RecordMismatch(trusted_checks.CheckFailed):
+    """The record does not match the test's cases: forged or tampered with in the kernel."""
+
+
+@dataclass
+class _InstanceTag:
+    number: int
+
+
+def _outcome(entry: list) -> Any:
+    outcome = entry[3]
+    if not isinstance(outcome, dict):
+        raise RecordMismatch("a malformed entry in the record of results")
+    if "raised" in outcome:
+        kind = trusted_checks.NotWritten if outcome["raised"] == "NotWritten" else trusted_checks.CheckFailed
+        raise kind(str(outcome.get("message", ""))[:500])
+    if "ok" not in outcome:
+        raise RecordMismatch("a malformed entry in the record of results")
+    value = outcome["ok"]
+    if isinstance(value, dict) and set(value) == {"__instance__"} and isinstance(value["__instance__"], int):
+        return _InstanceTag(value["__instance__"])
+    return decode(value)
+
+
+class Replay:
+    """The judge's stand-in for the learner's kernel in one test cell: answers from the record, in order."""
+
+    checks = trusted_checks
+    judging = True
+
+    def __init__(self, grade_id: str, entries: list):
+        self.grade_id, self.entries, self.pos = grade_id, entries, 0
+
+    def _peek(self) -> list | None:
+        if self.pos >= len(self.entries):
+            return None
+        entry = self.entries[self.pos]
+        if not (isinstance(entry, list) and len(entry) == 4 and all(isinstance(x, str) for x in entry[:3])):
+            raise RecordMismatch("a malformed entry in the record of results")
+        return entry
+
+    def take(self, kind: str, label: str, inputs: Any) -> Any:
+        entry = self._peek()
+        if entry is None:
+            raise Missing(f"no result for {label}: the test stopped in your kernel before it got there "
+                          "(an error above, a timeout or a crash)")
+        if entry[0] != kind or entry[1] != label or (kind in ("call", "run") and entry[2] != digest(inputs)):
+            raise RecordMismatch(f"the results recorded for {label} do not match this test's cases")
+        self.pos += 1
+        return _outcome(entry)
+
+    def yours(self, name: str) -> "_Replayed":
+        self.take("yours", name, None)
+        return _Replayed(self, name)
+
+    def value(self, name: str) -> Any:
+        return self.take("value", name, None)
+
+    def run(self, label: str, fn, *args: Any) -> Any:
+        return self.take("run", label, args)
+
+    def reference(self, module: str, name: str) -> Any:
+        """The library's own ``module.name``, here in the grader's process."""
+        return getattr(importlib.import_module(module), name)
+
+    def __enter__(self) -> "Replay":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if kind is None and self.pos != len(self.entries):
+            raise RecordMismatch(f"the record holds {len(self.entries)} results; this test asked for {self.pos}")
+        return False
+
+
+class _Replayed:
+    __slots__ = ("_rec", "_label")
+
+    def __init__(self, rec: Replay, label: str):
+        self._rec, self._label = rec, label
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        value = self._rec.take("call", self._label, [args, kwargs])
+        if isinstance(value, _InstanceTag):
+            return _ReplayedInstance(self._rec, f"{self._label}#{value.number}")
+        return value
+
+    def __getitem__(self, key: Any) -> "_Replayed":
+        return _Replayed(self._rec, f"{self._label}[{key!r}]")
+
+
+class _ReplayedInstance:
+    __slots__ = ("_rec", "_label")
+
+    def __init__(self, rec: Replay, label: str):
+        self._rec, self._label = rec, label
+
+    def __getattr__(self, attr: str) -> Any:
+        rec, label = self._rec, f"{self._label}.{attr}"
+        entry = rec._peek()
+        if entry is not None and entry[0] == "attr" and entry[1] == label:
+            return rec.take("attr", label, None)
+        return _Replayed(rec, label)
+
+
+class _JudgeSide:
+    """What ``from pagedkv_lib.course.learner import testcell`` gives a cell run by the judge."""
+
+    RECORD_MIME = RECORD_MIME
+
+    def __init__(self):
+        self.current: Replay | None = None
+
+    def begin(self, grade_id: str) -> Replay:
+        if self.current is None or self.current.grade_id != grade_id:
+            raise RecordMismatch(f"test cell {grade_id} is not the one being judged")
+        return self.current
+
+
+def _builtins_for(side: _JudgeSide) -> dict:
+    real_import = builtins.__import__
+
+    def judge_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if name == "pagedkv_lib.course.learner" and fromlist and "testcell" in fromlist:
+            class _Package:
+                testcell = side
+            return _Package
+        if name == "pagedkv_lib.course.learner.testcell":
+            raise ImportError("test cells import the testcell module with `from pagedkv_lib.course.learner import testcell`")
+        return real_import(name, globals, locals, fromlist, level)
+    return dict(vars(builtins), __import__=judge_import)
+
+
+@dataclass
+class Verdict:
+    """The judge's verdict on one test cell; ``forged`` names what was wrong with its record, if anything."""
+
+    grade_id: str
+    passed: bool
+    message: str = ""
+    forged: list[str] = field(default_factory=list)
+
+
+def records_in(outputs: list) -> list:
+    """The records of results among a cell's outputs (whatever their content)."""
+    return [o.get("data", {}).get(RECORD_MIME) for o in outputs
+            if o.get("output_type") in ("display_data", "execute_result") and RECORD_MIME in o.get("data", {})]
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _source(cell) -> str:
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+def is_test(cell) -> bool:
+    meta = _meta(cell)
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def _judge_test(ns: dict, side: _JudgeSide, cell) -> Verdict:
+    gid = _meta(cell)["grade_id"]
+    found = records_in(cell.get("outputs", []))
+    mine = [r for r in found if isinstance(r, dict) and r.get("grade_id") == gid]
+    forged = [f"{gid}: a record for another test" for r in found if r not in mine]
+    if len(mine) > 1:
+        return Verdict(gid, False, f"{gid}: the cell showed {len(mine)} records of results, and exactly one is "
+                       "accepted: this test scores 0.", forged + [f"{gid}: {len(mine)} records"])
+    record = mine[0] if mine else {"entries": []}
+    entries = record.get("entries")
+    if record.get("too_big"):
+        return Verdict(gid, False, f"{gid}: your results took more than {RECORD_MAX_BYTES:,} bytes; "
+                       "return what the question asks for.", forged)
+    if not isinstance(entries, list):
+        return Verdict(gid, False, f"{gid}: the record of results is malformed: this test scores 0.",
+                       forged + [f"{gid}: malformed record"])
+    side.current = Replay(gid, entries)
+    try:
+        exec(compile(_source(cell), f"<test cell {gid}>", "exec"), ns)
+    except RecordMismatch as err:
+        return Verdict(gid, False, f"{gid}: {err}: this test scores 0.", forged + [f"{gid}: {err}"])
+    except trusted_checks.CheckFailed as err:
+        return Verdict(gid, False, str(err), forged)
+    except AssertionError as err:
+        return Verdict(gid, False, str(err) or f"{gid}: a check failed", forged)
+    except Exception as err:  # the learner's data broke a check (say, a string where a number was due)
+        text = " ".join(str(err).split())[:300]
+        return Verdict(gid, False, f"{gid}: your results could not be checked ({type(err).__name__}: {text})", forged)
+    finally:
+        side.current = None
+    return Verdict(gid, True, "", forged)
+
+
+def judge_notebook(cells: list) -> tuple[dict[str, Verdict], list[str]]:
+    """``({test grade_id: verdict}, [forged records in other cells])`` for an executed notebook's cells.
+
+    Locked set-up cells run here (instructor code, from the gradebook); answer cells and any cell
+    without nbgrader metadata never do.
+    """
+    side = _JudgeSide()
+    ns: dict = {"__builtins__": _builtins_for(side), "__name__": "__pagedkv_judge__"}
+    verdicts, elsewhere = {}, []
+    for index, cell in enumerate(cells):
+        if cell.get("cell_type") != "code":
+            continue
+        meta = _meta(cell)
+        if is_test(cell):
+            verdicts[meta["grade_id"]] = _judge_test(ns, side, cell)
+            continue
+        if records_in(cell.get("outputs", [])):
+            elsewhere.append(f"cell {meta.get('grade_id') or index} (not a test) showed a record of results")
+        if meta.get("locked") and not meta.get("solution"):
+            try:
+                exec(compile(_source(cell), f"<set-up cell {meta.get('grade_id')}>", "exec"), ns)
+            except Exception:  # a set-up cell that needs the learner's kernel (none should): its tests will say
+                pass
+    return verdicts, elsewhere
+
+
+_CHECK_MESSAGE = re.compile(r"^(CheckFailed|NotWritten|AssertionError): ")
+
+
+def error_output(message: str) -> dict:
+    """The error output a failed test cell gets: the judge's one-line message."""
+    message = _CHECK_MESSAGE.sub("", message)
+    return {"output_type": "error", "ename": "CheckFailed", "evalue": message, "traceback": [f"CheckFailed: {message}"]}

@@ -1,0 +1,219 @@
+"""The sandbox every student kernel runs in while it is graded: bubblewrap, as an unprivileged user.
+
+What the kernel sees (``bwrap_argv``): the system (``/usr``, ``/etc``), the Python installation and
+the venv, all read-only; a copy of this library in which the functions the problem set asks the
+learner to write are removed (``hidden_library``), read-only; its own scratch folder (home and working
+folder) and a private ``/tmp``. Nothing else: no course root, ``solutions/``, gradebook, other
+submissions, grading cache, or other kernels' connection files. No network (its own empty network
+namespace); the kernel's channels are IPC sockets in its scratch folder. Its own PID namespace, so
+every process it starts dies with it (``--die-with-parent``), and limits on memory, CPU time,
+processes and file size (``prlimit``). It runs under a uid of its own (:data:`KERNEL_UIDS`) in the
+group of the system user :data:`USER` (created on first use when the grader is root).
+
+Where bubblewrap is missing, :func:`check_available` raises with what to install; ``autograde`` then
+refuses to run untrusted submissions unless told ``--trust-submissions``.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import Unicode
+
+from ...errors import PagedKVError
+
+USER = "pkv-grader"  # the unprivileged system user whose group student kernels run in
+#: Each kernel runs under its own unprivileged uid from this range (no login, no files outside its
+#: scratch), so a process limit spent by one student never starves a kernel graded beside it.
+KERNEL_UIDS = range(200_000, 260_000)
+MODE_ENV = "PAGEDKV_SANDBOX"  # "bwrap" (default) or "none" (trusted submissions: no sandbox)
+LIBRARY_ENV = "PAGEDKV_SANDBOX_LIBRARY"  # the hidden library copy for this assignment
+#: Limits per kernel (prlimit): address space (bytes), CPU seconds, processes of the user, file size (bytes).
+LIMITS = {"as": 4 * 2**30, "cpu": 600, "nproc": 256, "fsize": 64 * 2**20}
+INSTALL_HINT = ("bubblewrap (the bwrap command) is needed to grade untrusted submissions: "
+                "install it with `apt-get install bubblewrap` (Debian, Ubuntu) or `dnf install bubblewrap`; "
+                "on macOS or Windows grade on Linux, or pass --trust-submissions to run them unsandboxed")
+
+
+def check_available() -> str:
+    """The path of ``bwrap``, or raise :class:`PagedKVError` naming what to install."""
+    found = shutil.which("bwrap")
+    if found is None or shutil.which("prlimit") is None or shutil.which("setpriv") is None:
+        raise PagedKVError(f"no sandbox: {INSTALL_HINT}")
+    return found
+
+
+def grader_ids() -> tuple[int, int]:
+    """(uid, gid) of :data:`USER`, creating that system user if the grader runs as root."""
+    try:
+        entry = pwd.getpwnam(USER)
+    except KeyError:
+        if os.geteuid() != 0:
+            raise PagedKVError(f"the sandbox runs kernels as the system user {USER!r}; create it "
+                               f"(useradd --system --no-create-home {USER}) or grade as root") from None
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
+                       check=True, capture_output=True)
+        entry = pwd.getpwnam(USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _stub(kind: str, name: str, where: str) -> list[str]:
+    message = f"{where}.{name} is hidden while this problem set is graded: the question asks you to write it"
+    if kind == "class":
+        return [f"class {name}:", "    __pagedkv_hidden__ = True", "", "    def __init__(self, *args, **kwargs):",
+                f"        raise NotImplementedError({message!r})"]
+    return [f"def {name}(*args, **kwargs):", f"    raise NotImplementedError({message!r})", "",
+            f"{name}.__pagedkv_hidden__ = True"]
+
+
+def hide_definitions(path: Path, names: list[str], module: str) -> None:
+    """Replace the top-level definitions ``names`` in the module file ``path`` by stubs that raise."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    tree = ast.parse("\n".join(lines))
+    spans = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            spans.append((start, node.end_lineno, "class" if isinstance(node, ast.ClassDef) else "def", node.name))
+    missing = set(names) - {s[3] for s in spans}
+    if missing:
+        raise PagedKVError(f"graded_functions: {module} defines no {sorted(missing)}")
+    for start, end, kind, name in sorted(spans, reverse=True):
+        lines[start:end] = _stub(kind, name, module)
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def hidden_library(dest: Path, graded: list[str]) -> Path:
+    """A copy of this library under ``dest`` without the instructor's side, its ``graded`` definitions
+    (``"pagedkv_lib.module:name"``) replaced by stubs; returns the folder to put on ``PYTHONPATH``."""
+    package = Path(__file__).resolve().parents[2]
+    target = dest / "pagedkv_lib"
+    shutil.copytree(package, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.rmtree(target / "course" / "instructor")
+    by_module: dict[str, list[str]] = {}
+    for item in graded:
+        module, _, name = item.partition(":")
+        if not module.startswith("pagedkv_lib.") or not name:
+            raise PagedKVError(f"graded_functions entries read 'pagedkv_lib.module:name', got {item!r}")
+        by_module.setdefault(module, []).append(name)
+    for module, names in by_module.items():
+        rel = Path(*module.split(".")[1:])
+        path = target / rel.with_suffix(".py") if (target / rel.with_suffix(".py")).exists() else target / rel / "__init__.py"
+        hide_definitions(path, names, module)
+    for folder, dirs, files in os.walk(dest):
+        os.chmod(folder, 0o755)
+        for f in files:
+            os.chmod(Path(folder) / f, 0o644)
+    return dest
+
+
+def _dirs_above(path: Path) -> list[str]:
+    """bwrap arguments creating every folder above ``path`` as traversable (0755), top first."""
+    out = []
+    for parent in reversed(path.parents):
+        if str(parent) != "/":
+            out += ["--perms", "0755", "--dir", str(parent)]
+    return out
+
+
+def bwrap_argv(scratch: Path, library: Path | None, uid: int, gid: int, env: dict) -> list[str]:
+    """The command prefix that runs a kernel command in the sandbox (see the module docstring)."""
+    argv = ["prlimit", f"--as={LIMITS['as']}", f"--cpu={LIMITS['cpu']}", f"--nproc={LIMITS['nproc']}",
+            f"--fsize={LIMITS['fsize']}", "--",
+            check_available(), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
+            "--tmpfs", "/tmp"]
+    for name in ("lib", "lib64", "bin", "sbin"):
+        if os.path.islink(f"/{name}"):
+            argv += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
+        elif os.path.isdir(f"/{name}"):
+            argv += ["--ro-bind", f"/{name}", f"/{name}"]
+    seen = set()
+    for ro in (Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), library):
+        if ro is None or ro in seen or ro == Path("/usr") or Path("/usr") in ro.parents:
+            continue
+        seen.add(ro)
+        argv += _dirs_above(ro) + ["--ro-bind", str(ro), str(ro)]
+    argv += _dirs_above(scratch) + ["--bind", str(scratch), str(scratch), "--chdir", str(scratch / "home"),
+                                     "--clearenv"]
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    if os.geteuid() != 0:  # not root: no other uid to switch to (untested here: CI grades as root)
+        return argv[:7] + ["--unshare-user"] + argv[7:]  # after prlimit ... -- bwrap
+    return argv + ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
+                   "--bounding-set=-all", "--"]
+
+
+def new_scratch(uid: int, gid: int) -> Path:
+    """A fresh scratch folder for one kernel: ``kernel/`` (connection file, IPC sockets) and ``home/``."""
+    scratch = Path(tempfile.mkdtemp(prefix="pkv-kernel-"))
+    os.chmod(scratch, 0o711)
+    for sub in ("kernel", "home"):
+        (scratch / sub).mkdir()
+        os.chown(scratch / sub, uid, gid) if os.geteuid() == 0 else None
+        os.chmod(scratch / sub, 0o700 if os.geteuid() == 0 else 0o777)
+    return scratch
+
+
+class SandboxKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel runs in :func:`bwrap_argv`'s sandbox, talking over IPC sockets."""
+
+    library = Unicode(help="folder with the hidden library copy, put on the kernel's PYTHONPATH").tag(config=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.library = self.library or os.environ.get(LIBRARY_ENV, "")
+        if os.geteuid() == 0:
+            self._gid = grader_ids()[1]
+            self._uid = KERNEL_UIDS[secrets.randbelow(len(KERNEL_UIDS))]
+        else:  # already unprivileged: bwrap sets up the sandbox in a user namespace
+            self._uid, self._gid = os.geteuid(), os.getegid()
+        self.scratch = new_scratch(self._uid, self._gid)
+        self.transport = "ipc"
+        self.ip = str(self.scratch / "kernel" / "ipc")
+        self.connection_file = str(self.scratch / "kernel" / "kernel.json")
+
+    @property
+    def kernel_spec(self):
+        spec = super().kernel_spec
+        if spec is not None:
+            spec.interrupt_mode = "message"  # a signal would reach bwrap, not the kernel
+        return spec
+
+    def write_connection_file(self, **kwargs):
+        super().write_connection_file(**kwargs)
+        if os.geteuid() == 0:  # the kernel (another user) reads it and creates its sockets beside it
+            os.chown(self.connection_file, self._uid, self._gid)
+            os.chown(self.scratch / "kernel", self._uid, self._gid)
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        home = self.scratch / "home"
+        for child in home.iterdir():  # a restarted kernel starts from an empty home
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+        env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "LANG": "C.UTF-8",
+               "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "agg"}
+        if not self.library:  # run by plain `nbgrader autograde`: the library without the instructor's side
+            self.library = str(hidden_library(self.scratch / "library", []))
+        env["PYTHONPATH"] = self.library
+        for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+        kw["env"] = env
+        kw["cwd"] = str(home)
+        return await super()._async_launch_kernel(bwrap_argv(self.scratch, Path(self.library), self._uid, self._gid, env)
+                                                  + list(kernel_cmd), **kw)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart:
+            shutil.rmtree(self.scratch, ignore_errors=True)  # the kernel's files and any library copy made for it

@@ -1,0 +1,123 @@
+"""The sandbox around student kernels: what it hides and limits, and what autograde does without it."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from classroom import answered, solutions_by_cell
+from conftest import REPO
+from pagedkv_lib import course
+from pagedkv_lib.course.instructor import sandbox
+from pagedkv_lib.errors import PagedKVError
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0,
+                                 reason="bubblewrap, run as root (CI installs it in .ci/run)")
+
+PROBE = r"""
+import json, os, socket, subprocess, sys
+repo = sys.argv[1]  # only the venv inside it is there: the rest of the repository is not
+out = {"uid": os.getuid(), "pid": os.getpid(),
+       "sees_repo": bool(set(os.listdir(repo) if os.path.isdir(repo) else []) - {".venv"}),
+       "sees_solutions": os.path.exists(os.path.join(sys.argv[1], "solutions"))}
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=1)
+    out["network"] = True
+except OSError:
+    out["network"] = False
+try:
+    open(os.path.join(sys.prefix, "pyvenv.cfg"), "a").close()
+    out["venv_writable"] = True
+except OSError:
+    out["venv_writable"] = False
+import pagedkv_lib.accounting as acc
+out["library"] = acc.__file__
+try:
+    acc.blocks_needed(3, 2)
+    out["hidden"] = False
+except NotImplementedError:
+    out["hidden"] = True
+try:
+    import pagedkv_lib.course.instructor
+    out["instructor"] = True
+except ImportError:
+    out["instructor"] = False
+try:
+    bytearray(8 * 2**30)
+    out["memory_capped"] = False
+except MemoryError:
+    out["memory_capped"] = True
+subprocess.Popen(["sleep", "300"], start_new_session=True)  # must not outlive the sandbox
+print(json.dumps(out))
+"""
+
+
+@needs_bwrap
+def test_a_sandboxed_process_sees_and_reaches_only_what_it_should(tmp_path):
+    uid, gid = sandbox.KERNEL_UIDS[0], sandbox.grader_ids()[1]
+    scratch = sandbox.new_scratch(uid, gid)
+    library = sandbox.hidden_library(tmp_path / "lib", ["pagedkv_lib.accounting:blocks_needed"])
+    env = {"HOME": str(scratch / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(library)}
+    try:
+        argv = sandbox.bwrap_argv(scratch, library, uid, gid, env) + [sys.executable, "-c", PROBE, str(REPO)]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    assert seen["uid"] == uid and seen["pid"] < 10  # its own PID namespace
+    assert not seen["sees_repo"] and not seen["sees_solutions"] and not seen["network"]
+    assert not seen["venv_writable"] and seen["library"].startswith(str(library))
+    assert seen["hidden"] and not seen["instructor"] and seen["memory_capped"]
+    left = subprocess.run(["ps", "-eo", "uid="], capture_output=True, text=True).stdout.split()
+    assert str(uid) not in left, "a process started in the sandbox outlived it"
+
+
+def test_the_hidden_library_keeps_everything_else(tmp_path):
+    library = sandbox.hidden_library(tmp_path, ["pagedkv_lib.blocks.manager:BlockManager",
+                                                "pagedkv_lib.accounting:blocks_needed"])
+    manager = (library / "pagedkv_lib" / "blocks" / "manager.py").read_text(encoding="utf-8")
+    assert "class BlockManager:\n    __pagedkv_hidden__ = True" in manager
+    assert "def kv_capacity(" in (library / "pagedkv_lib" / "accounting.py").read_text(encoding="utf-8")
+    assert not (library / "pagedkv_lib" / "course" / "instructor").exists()
+    with pytest.raises(PagedKVError, match="defines no"):
+        sandbox.hidden_library(tmp_path / "again", ["pagedkv_lib.accounting:no_such_function"])
+
+
+def _course(tmp_path: Path, name="ps1_intuition") -> Path:
+    root = tmp_path / "course"
+    root.mkdir()
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    for folder in (course.SOURCE, course.RELEASE):
+        shutil.copytree(REPO / folder / name, root / folder / name)
+    release = json.loads((root / course.RELEASE / name / f"{name}.ipynb").read_text(encoding="utf-8"))
+    good = solutions_by_cell(json.loads((root / course.SOURCE / name / f"{name}.ipynb").read_text(encoding="utf-8")))
+    folder = root / course.SUBMITTED / "ada" / name
+    folder.mkdir(parents=True)
+    (folder / f"{name}.ipynb").write_text(json.dumps(answered(release, good)), encoding="utf-8")
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("nbgrader-class")
+def test_without_bubblewrap_autograde_refuses_and_trust_submissions_grades_unsandboxed(tmp_path, monkeypatch):
+    root = _course(tmp_path)
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # the venv's tools, no bwrap
+    assert shutil.which("bwrap") is None
+    with pytest.raises(PagedKVError, match="apt-get install bubblewrap") as refused:
+        course.autograde(root, progress=False)
+    assert "--trust-submissions" in str(refused.value)
+    assert not (root / "grades.csv").exists()
+    cli = subprocess.run([sys.executable, "-m", "pagedkv_lib.course", "autograde", "--course-dir", str(root)],
+                         capture_output=True, text=True)
+    assert cli.returncode == 1 and "bubblewrap" in cli.stderr
+    statuses = course.autograde(root, progress=False, trust_submissions=True, workers=1)
+    assert [s.label for s in statuses] == ["unsandboxed"]
+    rows = list(csv.DictReader((root / "grades.csv").open(encoding="utf-8")))
+    assert float(rows[0]["raw_score"]) == 18.0 and rows[0]["status"] == "unsandboxed"

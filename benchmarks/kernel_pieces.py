@@ -1,6 +1,10 @@
 """Same-process A/B of the fused kernel's optional pieces: is each worth keeping (>= 15% faster)?
 
 Usage: python benchmarks/kernel_pieces.py [--threads 2] [--repeats 9] [--batch-4k 32] [--cases sharegpt,4k]
+                                          [--clock wall|cpu]
+
+``--clock cpu`` times each call by the process's CPU time instead of the wall clock: with one
+thread (no torch thread pool spinning) that is the work a call does, whatever else the machine runs.
 
 The library's kernel (:mod:`pagedkv_lib.kernels.numba_kernel`) is the plain one. This script
 rebuilds the same program with pieces the library once had, and times them all interleaved,
@@ -233,7 +237,7 @@ AB = [("prefetch", "fused"), ("poly_exp", "fused"), ("numba_threads", "fused"), 
       ("fused", "fused_in_order"), ("huge_pages", "huge_pages_in_order")]
 
 
-def run_case(name: str, lens: list[int], repeats: int, huge_pages: bool, seed: int) -> None:
+def run_case(name: str, lens: list[int], repeats: int, huge_pages: bool, seed: int, clock) -> None:
     case = build_case(lens, seed, huge_pages)
     fused = methods(case)
     baselines = {"sdpa": lambda: DT.sdpa_decode(case["q"], case["cont"]),
@@ -245,14 +249,14 @@ def run_case(name: str, lens: list[int], repeats: int, huge_pages: bool, seed: i
     times = {m: [] for m in [*baselines, *fused]}
     for r in range(repeats):
         for m, fn in baselines.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             fn()
-            times[m].append(time.perf_counter() - t0)
+            times[m].append(clock() - t0)
         for m in (list(fused) if r % 2 == 0 else list(fused)[::-1]):
             baselines["batched"]()                                       # a torch op right before, alike
-            t0 = time.perf_counter()
+            t0 = clock()
             fused[m]()
-            times[m].append(time.perf_counter() - t0)
+            times[m].append(clock() - t0)
     best = min(statistics.median(times["sdpa"]), statistics.median(times["batched"]))
     print(f"\n### {name}: B={len(lens)}, tokens mean {np.mean(lens):.0f} / max {max(lens)}; "
           f"load average now {os.getloadavg()[0]:.2f}")
@@ -274,8 +278,11 @@ def main() -> None:
     parser.add_argument("--batch-4k", type=int, default=32, help="requests in the 4k case")
     parser.add_argument("--cases", default="sharegpt,4k")
     parser.add_argument("--no-huge-pages", action="store_true", help="skip the huge-page variants")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="time calls by the wall clock, or by the process's CPU time")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
     torch.set_num_threads(args.threads)
     numba.set_num_threads(args.threads)
     if FD.kernel_unavailable():
@@ -284,9 +291,10 @@ def main() -> None:
     trace = sharegpt_like(32, seed=args.seed, max_context=4096)
     cases = {"sharegpt": (trace.prompt_len + trace.output_len[:, 0]).tolist(), "4k": [4096] * args.batch_4k}
     print(f"torch {torch.__version__}, numba {numba.__version__}, {args.threads} threads of {os.cpu_count()} "
-          f"CPUs, load average before {os.getloadavg()[0]:.2f}, huge pages {'on' if huge else 'off'}")
+          f"CPUs, load average before {os.getloadavg()[0]:.2f}, huge pages {'on' if huge else 'off'}, "
+          f"{args.clock} clock")
     for name in args.cases.split(","):
-        run_case(name, cases[name], args.repeats, huge, args.seed)
+        run_case(name, cases[name], args.repeats, huge, args.seed, clock)
     print(f"\nnumba threading layer {numba.threading_layer()}; load average after {os.getloadavg()[0]:.2f}")
 
 

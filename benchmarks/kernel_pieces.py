@@ -6,13 +6,13 @@ Usage: python benchmarks/kernel_pieces.py [--threads 2] [--repeats 9] [--batch-4
 ``--clock cpu`` times each call by the process's CPU time instead of the wall clock: with one
 thread (no torch thread pool spinning) that is the work a call does, whatever else the machine runs.
 
-The library's kernel (:mod:`pagedkv_lib.kernels.numba_kernel`) is the plain one. This script
-rebuilds the same program with pieces the library once had, and times them all interleaved,
-round by round, in one process (order reversed every other round; each fused call right after
-one torch op, as in a model). The pieces:
+The library's kernel (:mod:`pagedkv_lib.kernels.numba_kernel`) keeps one piece, prefetching.
+This script rebuilds the same program without it, or with pieces the library once had, and
+times them all interleaved, round by round, in one process (order reversed every other round;
+each fused call right after one torch op, as in a model). The pieces:
 
-* ``prefetch``: each token's V row requested (``llvm.prefetch``, per 64-byte line) while its
-  scores are computed, the next step's K rows while this step's V rows are added;
+* ``no_prefetch``: the program without :mod:`pagedkv_lib.kernels.prefetch` (each token's V row
+  asked for while its scores are computed, the next step's K rows while this step's V rows are added);
 * ``poly_exp``: ``exp`` by a range reduction and a degree-7 polynomial in loops LLVM vectorises,
   instead of one libm ``expf`` per score;
 * ``numba_threads``: the library's program launched by numba's ``prange`` (numba's own thread
@@ -21,7 +21,7 @@ one torch op, as in a model). The pieces:
 
 Cases as in ``benchmarks/attention.py``: 32 ShareGPT-like requests and ``--batch-4k`` x 4096
 tokens; 32 query heads, 8 KV heads, head dim 128, block size 16, fp32, shuffled blocks. The
-rebuilt plain program is first checked bit-identical to the library's, every method to it.
+rebuilt program is first checked bit-identical to the library's, every method to it.
 """
 from __future__ import annotations
 
@@ -35,36 +35,16 @@ from unittest import mock
 
 import numpy as np
 import torch
-from llvmlite import ir
 import numba
 from numba import njit, prange
 
 from pagedkv_lib.attention.batch import random_paged_batch
 from pagedkv_lib.kernels import fused_decode as FD, numba_kernel as NK, timing as DT
+from pagedkv_lib.kernels.prefetch import LINE_BYTES, prefetch_row
 from pagedkv_lib.sim import sharegpt_like
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
 FM = NK._FASTMATH
-
-
-@numba.extending.intrinsic
-def _prefetch(typingctx, address):
-    """LLVM's ``llvm.prefetch`` (read, keep in all cache levels, data) of one address."""
-    def codegen(context, builder, signature, args):
-        i32 = ir.IntType(32)
-        pointer = builder.inttoptr(args[0], ir.PointerType(ir.IntType(8)))
-        fn = builder.module.declare_intrinsic(
-            "llvm.prefetch", [pointer.type], ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]))
-        builder.call(fn, [pointer, i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-    return numba.types.void(numba.types.intp), codegen
-
-
-@njit(inline="always")
-def _prefetch_row(cache, block, slot, num_bytes):
-    row = cache.ctypes.data + block * cache.strides[0] + slot * cache.strides[1]
-    for offset in range(0, num_bytes, 64):
-        _prefetch(row + offset)
 
 
 @njit(fastmath=FM, inline="always")
@@ -98,9 +78,9 @@ def make_program(prefetch: bool, poly_exp: bool):
             k = block(k_cache, table[j], n, upcast, buf)
             for slot in range(n):
                 if prefetch:
-                    _prefetch_row(v_cache, table[j], slot, v_cache.strides[1])
+                    prefetch_row(v_cache, table[j], slot, v_cache.strides[1])
                     if (j + ahead) * S_ + slot < T:
-                        _prefetch_row(k_cache, table[j + ahead], slot, 64)
+                        prefetch_row(k_cache, table[j + ahead], slot, LINE_BYTES)
                 for h in range(k_cache.shape[2]):
                     for hq in range(h * group, (h + 1) * group):
                         s = np.float32(0.0)
@@ -138,8 +118,8 @@ def make_program(prefetch: bool, poly_exp: bool):
             v = block(v_cache, table[j], n, upcast, buf)
             for slot in range(n):
                 if prefetch and (j + ahead) * S_ + slot < T:
-                    _prefetch_row(k_cache, table[j + ahead], slot, k_cache.strides[1])
-                    _prefetch_row(v_cache, table[j + ahead], slot, 64)
+                    prefetch_row(k_cache, table[j + ahead], slot, k_cache.strides[1])
+                    prefetch_row(v_cache, table[j + ahead], slot, LINE_BYTES)
                 for h in range(v_cache.shape[2]):
                     for hq in range(h * group, (h + 1) * group):
                         w = p[hq, t + slot]
@@ -217,7 +197,7 @@ def build_case(lens: list[int], seed: int, huge_pages: bool) -> dict:
 def methods(case: dict) -> dict:
     scale = D ** -0.5
     programs = {name: make_program(*flags) for name, flags in
-                [("rebuilt_plain", (False, False)), ("prefetch", (True, False)), ("poly_exp", (False, True))]}
+                [("rebuilt", (True, False)), ("no_prefetch", (False, False)), ("poly_exp", (True, True))]}
 
     def with_program(program, args):
         with mock.patch.object(NK, "decode_request", program):          # _launch looks it up per call
@@ -226,6 +206,7 @@ def methods(case: dict) -> dict:
     out = {"fused": lambda: FD.paged_decode_numba(*case["args"]),
            "fused_in_order": lambda: FD.paged_decode_numba(*case["in_order"])}
     out.update({name: (lambda p=p: with_program(p, case["args"])) for name, p in programs.items()})
+    out["no_prefetch_in_order"] = lambda: with_program(programs["no_prefetch"], case["in_order"])
     out["numba_threads"] = lambda: on_numba_threads(*case["args"], scale)
     if "huge" in case:
         out["huge_pages"] = lambda: FD.paged_decode_numba(*case["huge"])
@@ -233,8 +214,8 @@ def methods(case: dict) -> dict:
     return out
 
 
-AB = [("prefetch", "fused"), ("poly_exp", "fused"), ("numba_threads", "fused"), ("huge_pages", "fused"),
-      ("fused", "fused_in_order"), ("huge_pages", "huge_pages_in_order")]
+AB = [("fused", "no_prefetch"), ("poly_exp", "fused"), ("numba_threads", "fused"), ("huge_pages", "fused"),
+      ("fused", "fused_in_order"), ("no_prefetch", "no_prefetch_in_order"), ("huge_pages", "huge_pages_in_order")]
 
 
 def run_case(name: str, lens: list[int], repeats: int, huge_pages: bool, seed: int, clock) -> None:
@@ -243,7 +224,7 @@ def run_case(name: str, lens: list[int], repeats: int, huge_pages: bool, seed: i
     baselines = {"sdpa": lambda: DT.sdpa_decode(case["q"], case["cont"]),
                  "batched": lambda: DT.batched_decode(case["q"], case["cont"])}
     expected = fused["fused"]()
-    assert torch.equal(fused["rebuilt_plain"](), expected), "the rebuilt plain program differs from the library's"
+    assert torch.equal(fused["rebuilt"](), expected), "the rebuilt program differs from the library's"
     for m, fn in {**baselines, **fused}.items():
         torch.testing.assert_close(fn(), expected, atol=1e-4, rtol=1e-4, msg=lambda e: f"{m}: {e}")
     times = {m: [] for m in [*baselines, *fused]}

@@ -7,6 +7,8 @@ when a kernel is first needed, and falls back to torch if that fails.
 
 The program keeps the Triton kernel's shape: a loop over the request's blocks through its block
 table and an online softmax (``m``, ``l``, ``acc``), every K/V row read where it lies in the cache.
+One thing in it is for the CPU only: it asks for rows a pass before it reads them
+(:func:`.prefetch.prefetch_row`), which measured worth keeping (``benchmarks/RESULTS.md``).
 ``nogil=True`` lets several Python threads run programs at once (:func:`.fused_decode._on_threads`).
 
 Fast math without ``nnan``/``ninf``: sums may be reordered (vectorised dot products), but NaN and
@@ -18,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
+
+from .prefetch import LINE_BYTES, prefetch_row
 
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}
 
@@ -82,24 +86,32 @@ def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast
     num_blocks = (T + S - 1) // S
     for j0 in range(0, num_blocks, step_blocks):                  # a step: blocks j0 .. j1 - 1
         j1 = min(j0 + step_blocks, num_blocks)
-        n = _scores(qs, k_cache, block_tables[b], T, j0, j1, upcast, buf, p)
+        n = _scores(qs, k_cache, v_cache, block_tables[b], T, j0, j1, upcast, buf, p)
         _online_softmax(p, n, m, l, acc)
-        _add_values(p, v_cache, block_tables[b], T, j0, j1, upcast, buf, acc)
+        _add_values(p, v_cache, k_cache, block_tables[b], T, j0, j1, upcast, buf, acc)
     for hq in range(num_q_heads):
         for d in range(head_dim):
             out[b, hq, d] = acc[hq, d] / l[hq]
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _scores(qs, k_cache, table, T, j0, j1, upcast, buf, p):
-    """``p[:, t] = qs . k_t`` for the tokens ``t`` of blocks ``j0 .. j1 - 1``; returns their count (>= 1)."""
+def _scores(qs, k_cache, v_cache, table, T, j0, j1, upcast, buf, p):
+    """``p[:, t] = qs . k_t`` for the tokens ``t`` of blocks ``j0 .. j1 - 1``; returns their count (>= 1).
+
+    Asks for each token's V row, which :func:`_add_values` reads next, and for the first line of
+    the next step's K rows (a 4 KiB row is one page here, and its first touch waits longest).
+    """
     S, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
     group = qs.shape[0] // num_kv_heads
+    ahead = j1 - j0                                               # block j + ahead: same place, next step
     t = 0
     for j in range(j0, j1):
         n = min(S, T - j * S)                                     # slots past T are never read
         k = _block(k_cache, table[j], n, upcast, buf)
         for slot in range(n):
+            prefetch_row(v_cache, table[j], slot, v_cache.strides[1])
+            if (j + ahead) * S + slot < T:
+                prefetch_row(k_cache, table[j + ahead], slot, LINE_BYTES)
             for h in range(num_kv_heads):
                 for hq in range(h * group, (h + 1) * group):      # the G query heads of KV head h
                     s = np.float32(0.0)
@@ -129,15 +141,22 @@ def _online_softmax(p, n, m, l, acc):
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _add_values(p, v_cache, table, T, j0, j1, upcast, buf, acc):
-    """``acc += p @ V`` over the tokens of blocks ``j0 .. j1 - 1``, each V row read in place."""
+def _add_values(p, v_cache, k_cache, table, T, j0, j1, upcast, buf, acc):
+    """``acc += p @ V`` over the tokens of blocks ``j0 .. j1 - 1``, each V row read in place.
+
+    Asks for the next step's K rows, which :func:`_scores` reads next, and the first line of its V rows.
+    """
     S, num_kv_heads, head_dim = v_cache.shape[1], v_cache.shape[2], v_cache.shape[3]
     group = acc.shape[0] // num_kv_heads
+    ahead = j1 - j0
     t = 0
     for j in range(j0, j1):
         n = min(S, T - j * S)
         v = _block(v_cache, table[j], n, upcast, buf)
         for slot in range(n):
+            if (j + ahead) * S + slot < T:
+                prefetch_row(k_cache, table[j + ahead], slot, k_cache.strides[1])
+                prefetch_row(v_cache, table[j + ahead], slot, LINE_BYTES)
             for h in range(num_kv_heads):
                 for hq in range(h * group, (h + 1) * group):
                     w = p[hq, t + slot]

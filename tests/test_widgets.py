@@ -261,7 +261,7 @@ def test_in_a_kernel_the_gate_is_a_widget_and_commit_shows_the_reveal_under_its_
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in (
-        "import matplotlib.pyplot as plt\nfrom pagedkv_lib import widgets as W\n"
+        "import matplotlib.pyplot as plt\nfrom pagedkv_lib.lesson import gates as W\n"
         "fig, ax = plt.subplots()\nax.plot([0, 1])\n"
         "W.predict('q', 'Which?', choices=['a', 'b'], answer='b', reveal=[fig, 'why: b'])",
         "W.commit('q', 'a')")]

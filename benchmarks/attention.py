@@ -1,6 +1,6 @@
 """Paged decode attention against contiguous baselines, timed in the same run, fp32 on the CPU.
 
-Usage: python benchmarks/attention.py [--threads 2] [--repeats 7] [--batch-4k 32] [--huge-pages]
+Usage: python benchmarks/attention.py [--threads 2] [--repeats 7] [--batch-4k 32]
 
 Two cases, 32 query heads, 8 KV heads, head dim 128, block size 16, one decode token per request:
 
@@ -15,11 +15,9 @@ Methods, all producing the same ``[B, 32, 128]`` output (checked against each ot
   (tested equal to the spec in :mod:`pagedkv_lib.attention.spec`) on a paged cache with shuffled
   physical blocks (``pagedkv_lib.attention.batch.random_paged_batch``);
 * ``fused`` and ``fused_in_order``: the numba kernel
-  (:func:`pagedkv_lib.kernels.fused_decode.paged_decode_numba`, when numba is installed) on the
+  (:func:`pagedkv_lib.kernels.fused_decode.paged_decode_numba`, where it compiles) on the
   shuffled cache, and on a copy of it whose blocks lie in logical order, request after request:
   what paging itself costs a kernel that reads blocks in place;
-* ``fused_numba_threads``: the same kernel launched on numba's own threads rather than torch's
-  OpenMP threads (:mod:`pagedkv_lib.kernels.torch_openmp`): what two thread pools on one machine cost;
 * ``naive_gather`` (4k only): gathers like ``paged_gather`` but makes the permuted K/V contiguous
   before the matmul, the layout mistake the library avoids;
 * ``copy_blocks`` (not attention): copies every block the batch uses once, into a reused buffer:
@@ -43,7 +41,6 @@ import torch
 from pagedkv_lib.attention import spec as A
 from pagedkv_lib.attention import fast as F_
 from pagedkv_lib.kernels import timing as DT
-from pagedkv_lib.kernels import hugepages as HP
 from pagedkv_lib.kernels import fused_decode as NA
 from pagedkv_lib.sim import sharegpt_like
 from pagedkv_lib.attention.batch import random_paged_batch
@@ -51,26 +48,16 @@ from pagedkv_lib.attention.batch import random_paged_batch
 H_Q, H_KV, D, S = 32, 8, 128, 16
 
 
-def build_case(lens: list[int], seed: int, huge_pages: bool = False):
-    """The batch paged into shuffled blocks, the same blocks in logical order, and the contiguous layouts.
-
-    ``huge_pages``: every K/V tensor, paged and contiguous alike, is copied onto 2 MiB pages
-    (:mod:`pagedkv_lib.kernels.hugepages`), as a server would allocate its cache once at start.
-    """
+def build_case(lens: list[int], seed: int):
+    """The batch paged into shuffled blocks, the same blocks in logical order, and the contiguous layouts."""
     batch = random_paged_batch(lens, block_size=S, num_kv_heads=H_KV, group=H_Q // H_KV, head_dim=D,
                                spare_blocks=0, seed=seed)
     cont = DT.contiguous_layouts(batch)
     batch.keys = batch.values = None                                     # the logical copies, no longer needed
     k_order, v_order, t_order = in_logical_order(batch)
-    case = dict(q=batch.q, k_cache=batch.k_cache, v_cache=batch.v_cache, tables=batch.block_tables,
+    return dict(q=batch.q, k_cache=batch.k_cache, v_cache=batch.v_cache, tables=batch.block_tables,
                 lens=batch.seq_lens, cont=cont, k_order=k_order, v_order=v_order, t_order=t_order,
                 k_copy=torch.empty_like(batch.k_cache), v_copy=torch.empty_like(batch.v_cache))
-    if huge_pages:
-        for key in ("k_cache", "v_cache", "k_order", "v_order", "k_copy", "v_copy"):
-            case[key] = HP.copy_to_huge_pages(case[key])
-        cont.k_pad, cont.v_pad = HP.copy_to_huge_pages(cont.k_pad), HP.copy_to_huge_pages(cont.v_pad)
-        cont.per_request = [(HP.copy_to_huge_pages(k), HP.copy_to_huge_pages(v)) for k, v in cont.per_request]
-    return case
 
 
 def in_logical_order(batch):
@@ -105,15 +92,6 @@ def fused(c):
 
 def fused_in_order(c):
     return NA.paged_decode_numba(c["q"], c["k_order"], c["v_order"], c["t_order"], c["lens"])
-
-
-def fused_numba_threads(c):
-    """The fused kernel on numba's own threads instead of torch's (see pagedkv_lib.kernels.torch_openmp)."""
-    NA.PREFER_TORCH_THREADS = False
-    try:
-        return fused(c)
-    finally:
-        NA.PREFER_TORCH_THREADS = True
 
 
 def naive_gather(c):
@@ -153,10 +131,8 @@ def copy_bandwidth(num_bytes: int, repeats: int) -> float:
     return 2 * num_bytes / statistics.median(ts)
 
 
-def run_case(name: str, lens: list[int], methods: dict, repeats: int, copy_bw: float, seed: int,
-             huge_pages: bool) -> None:
-    case = build_case(lens, seed, huge_pages)
-    on_huge = f", {HP.huge_page_bytes() / 2**20:,.0f} MiB of this process on huge pages" if huge_pages else ""
+def run_case(name: str, lens: list[int], methods: dict, repeats: int, copy_bw: float, seed: int) -> None:
+    case = build_case(lens, seed)
     outs = {m: fn(case) for m, fn in methods.items()}
     worst = max(float((o - outs["batched"]).abs().max()) for o in outs.values())
     methods = dict(methods, copy_blocks=copy_blocks)
@@ -164,7 +140,7 @@ def run_case(name: str, lens: list[int], methods: dict, repeats: int, copy_bw: f
     secs = time_methods(methods, case, repeats)
     best_base = min(secs["sdpa"][0], secs["batched"][0])
     print(f"\n### {name}: B={len(lens)}, tokens mean {np.mean(lens):.0f} / max {max(lens)}, "
-          f"K+V {kv_bytes / 2**20:.0f} MiB, outputs agree to {worst:.1e}{on_huge}")
+          f"K+V {kv_bytes / 2**20:.0f} MiB, outputs agree to {worst:.1e}")
     print("| method | median ms (range) | x faster baseline | GB/s (K+V read) | fraction of copy bw |")
     print("|---|---:|---:|---:|---:|")
     for m, (s, low, high) in secs.items():
@@ -179,41 +155,30 @@ def run_case(name: str, lens: list[int], methods: dict, repeats: int, copy_bw: f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (the fused kernel's too)")
     parser.add_argument("--repeats", type=int, default=7, help="timed rounds per method (median reported)")
     parser.add_argument("--batch-4k", type=int, default=32, help="requests in the 4k case")
     parser.add_argument("--step-blocks", type=int, default=64, help="paged_online's blocks per step")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--huge-pages", action="store_true",
-                        help="put every K/V tensor, paged and contiguous, on 2 MiB pages (Linux)")
     args = parser.parse_args()
-    if args.huge_pages and not HP.huge_pages_available():
-        parser.error("--huge-pages: this machine offers no transparent huge pages (Linux, not [never])")
     torch.set_num_threads(args.threads)
     methods = dict(sdpa=sdpa, batched=batched, paged_gather=paged_gather,
                    paged_online=lambda c: paged_online(c, args.step_blocks))
-    if NA.NUMBA_MISSING is None:
-        NA.numba.set_num_threads(args.threads)
-        compile_s = NA.warm_up()
-        # each fused variant runs right after a torch method, as attention follows torch ops in a model:
-        # torch's OpenMP threads are then still spinning (see RESULTS.md), for both variants alike
+    compile_s = NA.warm_up()
+    if NA.kernel_unavailable() is None:
+        # each fused variant runs right after a torch method, as attention follows torch ops in a model
         methods = dict(sdpa=sdpa, fused=fused, batched=batched, fused_in_order=fused_in_order,
-                       paged_gather=paged_gather, fused_numba_threads=fused_numba_threads,
-                       paged_online=methods["paged_online"])
-        print(f"numba {NA.numba.__version__}: kernel ready in {compile_s:.1f} s, threading layer "
-              f"{NA.threading_layer()}, {NA.numba.get_num_threads()} threads")
-    else:
-        print(NA.NUMBA_MISSING)
+                       paged_gather=paged_gather, paged_online=methods["paged_online"])
+        print(f"fused kernel ready in {compile_s:.1f} s")
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()} of {os.cpu_count()} CPUs, "
           f"load average before {os.getloadavg()[0]:.2f}, fp32, H_q={H_Q} H_kv={H_KV} D={D} S={S}")
     copy_bw = copy_bandwidth(args.batch_4k * 4096 * H_KV * D * 4, args.repeats)
     print(f"copy bandwidth (read + write): {copy_bw / 1e9:.1f} GB/s")
     trace = sharegpt_like(32, seed=args.seed, max_context=4096)
     lens = (trace.prompt_len + trace.output_len[:, 0]).tolist()
-    print(f"K/V tensors on {'2 MiB' if args.huge_pages else 'ordinary (4 KiB)'} pages")
-    run_case("sharegpt", lens, methods, args.repeats, copy_bw, args.seed, args.huge_pages)
+    run_case("sharegpt", lens, methods, args.repeats, copy_bw, args.seed)
     run_case("4k", [4096] * args.batch_4k, dict(methods, naive_gather=naive_gather), args.repeats, copy_bw,
-             args.seed, args.huge_pages)
+             args.seed)
     print(f"\nload average after {os.getloadavg()[0]:.2f}")
 
 

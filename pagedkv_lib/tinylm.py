@@ -272,7 +272,7 @@ def generate_paged(model: TinyLM, prompts, max_new_tokens: int, *, num_samples: 
     defaults to what the sequences would need without any sharing; a pool too small for the run
     raises :class:`~pagedkv_lib.errors.OutOfBlocksError` (there is no preemption here). ``decode``
     is the paged decode function, :func:`~pagedkv_lib.attention.spec.paged_decode_online` by default
-    (``pagedkv_lib.kernels.fused_decode.decode_function()`` gives the fused kernel when numba is there).
+    (or ``pagedkv_lib.kernels.fused_decode.paged_decode_numba``, the fused kernel).
     """
     c = model.config
     decode = A.paged_decode_online if decode is None else decode

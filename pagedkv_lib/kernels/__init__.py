@@ -1,7 +1,7 @@
-"""The fused CPU paged decode (numba) and only what it needs; optional, with a torch fallback.
+"""The fused CPU paged decode (numba), optional: without numba, or where it fails, torch computes it.
 
-* :mod:`.fused_decode`: the checked entry, ``paged_decode_numba``, and its fallback.
-* :mod:`.numba_kernel`: the compiled kernel.
-* :mod:`.torch_openmp`, :mod:`.hugepages`: running it on torch's threads; tensors on 2 MiB pages.
+* :mod:`.fused_decode`: the checked entry, ``paged_decode_numba``, its launch on plain threads and its
+  fallback to :func:`pagedkv_lib.attention.fast.paged_decode_online_fast`.
+* :mod:`.numba_kernel`: the compiled program, one per request (imported only when first needed).
 * :mod:`.timing`: ``compare_decode_times()``, contiguous vs torch paged vs fused paged, timed live.
 """

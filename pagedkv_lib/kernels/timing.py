@@ -89,9 +89,10 @@ def compare_decode_times(lens=(1024,) * 8, *, num_kv_heads: int = 8, group: int 
 
     Keys: ``"contiguous (SDPA per request)"``, ``"contiguous (batched, padded)"``, ``"torch paged"``
     (:func:`~pagedkv_lib.attention.fast.paged_decode_online_fast`, the fastest torch-level paged
-    decode: it copies each step's blocks before a matmul) and, when numba is installed,
-    ``"fused paged"`` (:func:`~pagedkv_lib.kernels.fused_decode.paged_decode_numba`). Without numba that
-    key is left out and one warning line says so. All methods are first checked to agree (1e-4).
+    decode: it copies each step's blocks before a matmul) and, where the compiled kernel is ready,
+    ``"fused paged"`` (:func:`~pagedkv_lib.kernels.fused_decode.paged_decode_numba`). Where it is not
+    (:func:`~pagedkv_lib.kernels.fused_decode.kernel_unavailable`), that key is left out and one warning
+    line says why. All methods are first checked to agree (1e-4).
     """
     batch = random_paged_batch(lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,
                                head_dim=head_dim, seed=seed)
@@ -101,7 +102,7 @@ def compare_decode_times(lens=(1024,) * 8, *, num_kv_heads: int = 8, group: int 
         "contiguous (batched, padded)": lambda: batched_decode(batch.q, cont),
         "torch paged": lambda: paged_decode_online_fast(*batch.args()),
     }
-    if NA.decode_function() is NA.paged_decode_numba:
+    if not NA.kernel_unavailable(batch.k_cache.dtype):
         methods["fused paged"] = lambda: NA.paged_decode_numba(*batch.args())
     expected = methods["contiguous (batched, padded)"]()
     for name, fn in methods.items():

@@ -1,0 +1,40 @@
+"""Asking the CPU for a K/V row before the kernel reads it: LLVM's ``prefetch``, callable from numba.
+
+A paged kernel jumps to another block every S tokens, somewhere else in memory, and the CPU's
+own prefetcher, which follows steady strides, cannot guess where. :mod:`.numba_kernel` names the
+rows it will need next: each token's V row while it computes that token's scores, and the next
+step's K rows while it adds this step's V rows. Kept because it measured worth it in a
+same-process A/B (``benchmarks/kernel_pieces.py``; ``benchmarks/RESULTS.md``, "Fused kernel
+pieces"). A prefetch never faults and never changes a result, only when memory arrives.
+
+Compiled code only; importing this module imports numba and llvmlite.
+"""
+from __future__ import annotations
+
+import numba
+from llvmlite import ir
+from numba import njit
+
+LINE_BYTES = 64
+"""A cache line, the unit one prefetch asks for."""
+
+
+@numba.extending.intrinsic
+def _prefetch(typingctx, address):
+    """``llvm.prefetch`` of the byte at ``address`` (an int): for reading, kept in every cache level."""
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        pointer = builder.inttoptr(args[0], ir.PointerType(ir.IntType(8)))
+        fn = builder.module.declare_intrinsic(      # llvm.prefetch.p0 (or .p0i8 on older LLVM)
+            "llvm.prefetch", [pointer.type], ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]))
+        builder.call(fn, [pointer, i32(0), i32(3), i32(1)])    # read, locality 3 (keep), data cache
+        return context.get_dummy_value()
+    return numba.types.void(numba.types.intp), codegen
+
+
+@njit(inline="always")
+def prefetch_row(cache, block, slot, num_bytes):
+    """Ask for the first ``num_bytes`` of token ``slot``'s row in physical ``block`` of ``cache``, line by line."""
+    row = cache.ctypes.data + block * cache.strides[0] + slot * cache.strides[1]
+    for offset in range(0, num_bytes, LINE_BYTES):
+        _prefetch(row + offset)

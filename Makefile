@@ -110,7 +110,7 @@ feedback: $(STAMP)  ## HTML feedback for every autograded submission, in feedbac
 
 colab: $(STAMP)  ## write SOURCE (what Colab pip-installs: a git URL or wheel) into every notebook's setup cell
 	$(if $(filter undefined,$(origin SOURCE)),$(error give the install source: make colab SOURCE=git+https://github.com/ORG/REPO (SOURCE= clears it)))
-	$(BIN)/python -m pagedkv_lib.colab "$(SOURCE)" notebooks/*.ipynb $(wildcard solutions/*/*.ipynb)
+	$(BIN)/python -m pagedkv_lib.lesson.colab "$(SOURCE)" notebooks/*.ipynb $(wildcard solutions/*/*.ipynb)
 	@echo "Now run 'make exercises' so the released problem sets carry the same setup cell."
 
 export: $(STAMP)  ## the gradebook as grades.csv, with each student's status

@@ -50,7 +50,7 @@ import sys
 import tempfile
 import time
 
-from pagedkv_lib.allocator import BlockManager
+from pagedkv_lib.blocks.manager import BlockManager
 from pagedkv_lib.errors import OutOfBlocksError
 
 VOCAB = 32_000

@@ -11,15 +11,15 @@ Methods, all producing the same ``[B, 32, 128]`` output (checked against each ot
 
 * ``sdpa``: per-request ``scaled_dot_product_attention`` on contiguous ``[1, H_kv, T, D]`` K/V;
 * ``batched``: one matmul-softmax-matmul over a padded contiguous ``[B, H_kv, T_max, D]`` batch;
-* ``paged_gather`` and ``paged_online``: the CPU speed-ups of :mod:`pagedkv_lib.attention_fast`
-  (tested equal to the spec in :mod:`pagedkv_lib.attention`) on a paged cache with shuffled
-  physical blocks (``pagedkv_lib.testing.random_paged_batch``);
+* ``paged_gather`` and ``paged_online``: the CPU speed-ups of :mod:`pagedkv_lib.attention.fast`
+  (tested equal to the spec in :mod:`pagedkv_lib.attention.spec`) on a paged cache with shuffled
+  physical blocks (``pagedkv_lib.attention.batch.random_paged_batch``);
 * ``fused`` and ``fused_in_order``: the numba kernel
-  (:func:`pagedkv_lib.numba_attention.paged_decode_numba`, when numba is installed) on the
+  (:func:`pagedkv_lib.kernels.fused_decode.paged_decode_numba`, when numba is installed) on the
   shuffled cache, and on a copy of it whose blocks lie in logical order, request after request:
   what paging itself costs a kernel that reads blocks in place;
 * ``fused_numba_threads``: the same kernel launched on numba's own threads rather than torch's
-  OpenMP threads (:mod:`pagedkv_lib.torch_openmp`): what two thread pools on one machine cost;
+  OpenMP threads (:mod:`pagedkv_lib.kernels.torch_openmp`): what two thread pools on one machine cost;
 * ``naive_gather`` (4k only): gathers like ``paged_gather`` but makes the permuted K/V contiguous
   before the matmul, the layout mistake the library avoids;
 * ``copy_blocks`` (not attention): copies every block the batch uses once, into a reused buffer:
@@ -40,13 +40,13 @@ import time
 import numpy as np
 import torch
 
-from pagedkv_lib import attention as A
-from pagedkv_lib import attention_fast as F_
-from pagedkv_lib import decode_timing as DT
-from pagedkv_lib import hugepages as HP
-from pagedkv_lib import numba_attention as NA
+from pagedkv_lib.attention import spec as A
+from pagedkv_lib.attention import fast as F_
+from pagedkv_lib.kernels import timing as DT
+from pagedkv_lib.kernels import hugepages as HP
+from pagedkv_lib.kernels import fused_decode as NA
 from pagedkv_lib.sim import sharegpt_like
-from pagedkv_lib.testing import random_paged_batch
+from pagedkv_lib.attention.batch import random_paged_batch
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
 
@@ -55,7 +55,7 @@ def build_case(lens: list[int], seed: int, huge_pages: bool = False):
     """The batch paged into shuffled blocks, the same blocks in logical order, and the contiguous layouts.
 
     ``huge_pages``: every K/V tensor, paged and contiguous alike, is copied onto 2 MiB pages
-    (:mod:`pagedkv_lib.hugepages`), as a server would allocate its cache once at start.
+    (:mod:`pagedkv_lib.kernels.hugepages`), as a server would allocate its cache once at start.
     """
     batch = random_paged_batch(lens, block_size=S, num_kv_heads=H_KV, group=H_Q // H_KV, head_dim=D,
                                spare_blocks=0, seed=seed)
@@ -108,7 +108,7 @@ def fused_in_order(c):
 
 
 def fused_numba_threads(c):
-    """The fused kernel on numba's own threads instead of torch's (see pagedkv_lib.torch_openmp)."""
+    """The fused kernel on numba's own threads instead of torch's (see pagedkv_lib.kernels.torch_openmp)."""
     NA.PREFER_TORCH_THREADS = False
     try:
         return fused(c)

@@ -2,18 +2,18 @@
 
 Usage: python benchmarks/attention_variants.py [--threads 2] [--repeats 9] [--batch-4k 8]
 
-Decides which tricks :mod:`pagedkv_lib.attention_fast` keeps: a trick stays only while it is
+Decides which tricks :mod:`pagedkv_lib.attention.fast` keeps: a trick stays only while it is
 faster than the spec it replaces, measured here with all methods interleaved round by round (so
 drift on a shared machine hits them alike). fp32, 32 query heads, 8 KV heads, head dim 128,
-block size 16, shuffled physical blocks (:func:`pagedkv_lib.testing.random_paged_batch`), one
+block size 16, shuffled physical blocks (:func:`pagedkv_lib.attention.batch.random_paged_batch`), one
 decode token per request; cases ``sharegpt`` (32 ShareGPT-like lengths) and ``4k``.
 
 Methods (all checked equal to ``batched`` before timing):
 
 * ``batched``: contiguous baseline, one matmul-softmax-matmul over a padded ``[B, H_kv, T_max, D]``;
-* ``spec_gather`` / ``spec_online``: :func:`~pagedkv_lib.attention.paged_decode_gather` and
-  :func:`~pagedkv_lib.attention.paged_decode_online`, the readable versions;
-* ``fast_gather`` / ``fast_online``: the ``attention_fast`` versions (reused buffers, strided views);
+* ``spec_gather`` / ``spec_online``: :func:`~pagedkv_lib.attention.spec.paged_decode_gather` and
+  :func:`~pagedkv_lib.attention.spec.paged_decode_online`, the readable versions;
+* ``fast_gather`` / ``fast_online``: the ``attention.fast`` versions (reused buffers, strided views);
 * ``fast_gather_fresh``: ``fast_gather`` with a fresh copy per request (without the buffer trick);
 * ``fast_gather_einsum``: ``fast_gather`` with the spec's ``einsum`` (without the stride trick);
 * ``online_copy_v``: ``fast_online`` with V copied a step at a time and multiplied, where the
@@ -29,11 +29,11 @@ import time
 
 import torch
 
-from pagedkv_lib import attention as A
-from pagedkv_lib import attention_fast as F
-from pagedkv_lib import decode_timing as DT
+from pagedkv_lib.attention import spec as A
+from pagedkv_lib.attention import fast as F
+from pagedkv_lib.kernels import timing as DT
 from pagedkv_lib.accounting import blocks_needed
-from pagedkv_lib.testing import random_paged_batch
+from pagedkv_lib.attention.batch import random_paged_batch
 from pagedkv_lib.sim import sharegpt_like
 
 H_Q, H_KV, D, S = 32, 8, 128, 16

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pagedkv_lib.allocator import BlockManager
+from pagedkv_lib.blocks.manager import BlockManager
 from pagedkv_lib.sim import (PAPER_SHARING_SAVING, POLICIES, alpaca_like, beam_search, block_size_sweep, format_table,
                              parallel_sampling, sharegpt_like, simulate)
 

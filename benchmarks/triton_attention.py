@@ -16,7 +16,7 @@ Methods, all producing the same ``[B, 32, 128]`` output (checked against fp32 at
 
 * ``triton_kernel``: the kernel launch alone (``launch_unchecked``) on a paged cache whose
   physical blocks are shuffled, so neighbouring logical blocks are far apart in memory;
-* ``triton_paged``: the public :func:`pagedkv_lib.triton_attention.paged_decode_triton`, whose
+* ``triton_paged``: the public :func:`pagedkv_lib.attention.triton_decode.paged_decode_triton`, whose
   argument checks copy the tables to the host (a GPU sync) before the same launch;
 * ``sdpa_padded``: one ``scaled_dot_product_attention`` call over a contiguous, head-major,
   zero-padded ``[B, H_kv, T_max, D]`` batch (a key-padding mask when lengths differ);
@@ -36,9 +36,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from pagedkv_lib.attention import TOLERANCES
+from pagedkv_lib.attention.spec import TOLERANCES
 from pagedkv_lib.sim import sharegpt_like
-from pagedkv_lib.testing import random_paged_batch
+from pagedkv_lib.attention.batch import random_paged_batch
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -47,7 +47,7 @@ DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch
 def build_case(lens: list[int], dtype: torch.dtype, device: str, seed: int) -> dict:
     """One set of logical K/V per request, stored twice: in shuffled paged blocks, and padded contiguous.
 
-    The paged copy is :func:`pagedkv_lib.testing.random_paged_batch` (int32 tables, NaN in the
+    The paged copy is :func:`pagedkv_lib.attention.batch.random_paged_batch` (int32 tables, NaN in the
     unused tail of each last block); the contiguous copy is head-major ``[B, H_kv, T_max, D]``,
     zero past each request's length.
     """
@@ -156,7 +156,7 @@ def main() -> None:
                  "versions, and `pytest tests/test_triton_attention.py` to check the kernel under Triton's "
                  "interpreter.")
     import triton
-    from pagedkv_lib import triton_attention
+    from pagedkv_lib.attention import triton_decode as triton_attention
     if triton_attention.INTERPRETED:
         sys.exit("TRITON_INTERPRET is set, so the kernel would run in Triton's CPU interpreter: "
                  "unset it to time the compiled kernel.")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
-from ._checks import check_choice, check_int, check_ints, check_number
+from .validation import check_choice, check_int, check_ints, check_number
 
 GiB = 1024**3
 """Bytes in a gibibyte. GPU "80 GB" cards hold 80 GiB of HBM."""

@@ -1,7 +1,7 @@
 """The library's exception classes.
 
 Bad arguments raise ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind,
-outside what is allowed); the checks that raise them live in :mod:`pagedkv_lib._checks`.
+outside what is allowed); the checks that raise them live in :mod:`pagedkv_lib.validation`.
 Errors about the library's *state* (a pool that ran out of blocks, an unknown request)
 derive from :class:`PagedKVError`.
 """

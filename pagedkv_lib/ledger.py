@@ -10,7 +10,7 @@ This is the subject page's allocation witness as a library function. Semantics:
   (so a prefix that does not fill its last block leaves slack that sharing keeps).
 
 Real block managers differ on that last point (vLLM caches and shares only *full* blocks;
-a forked sequence shares a partial block until it writes): see ``pagedkv_lib.allocator``.
+a forked sequence shares a partial block until it writes): see ``pagedkv_lib.blocks.manager``.
 
 Identities that hold for every input: ``reserved_slots = S * num_blocks``,
 ``slack = reserved_slots - unique_tokens``, ``unique_tokens <= logical_tokens``, and sharing
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from ._checks import check_int
+from .validation import check_int
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class Ledger:
 def ledger_summary(logical: int, unique: int, reserved: int, slack: int) -> dict[str, int]:
     """The four headline figures as a dict, in the order the subject page prints them.
 
-    Shared by :meth:`Ledger.summary` and :meth:`pagedkv_lib.allocator_stats.AllocatorStats.summary`,
+    Shared by :meth:`Ledger.summary` and :meth:`pagedkv_lib.blocks.stats.AllocatorStats.summary`,
     so the two always use the same keys.
     """
     return {"logical": logical, "unique": unique, "reserved": reserved, "slack": slack}

@@ -10,12 +10,12 @@ which is all a test of cache layouts needs.
 Two ways to run it:
 
 * :func:`generate` keeps one request's K/V in contiguous per-layer tensors sized for the whole
-  request (prompt plus new tokens) and attends with :func:`~pagedkv_lib.attention.dense_attention`;
+  request (prompt plus new tokens) and attends with :func:`~pagedkv_lib.attention.spec.dense_attention`;
 * :func:`generate_paged` serves many prompts, each with ``num_samples`` parallel samples, from a
-  paged cache driven by :class:`~pagedkv_lib.allocator.BlockManager`: prefix caching skips the
-  prompt blocks an earlier prompt already computed (:func:`~pagedkv_lib.attention.paged_prefill`
+  paged cache driven by :class:`~pagedkv_lib.blocks.manager.BlockManager`: prefix caching skips the
+  prompt blocks an earlier prompt already computed (:func:`~pagedkv_lib.attention.spec.paged_prefill`
   runs only the rest), samples fork the prompt's blocks and copy-on-write the partial last one,
-  and all sequences decode together with :func:`~pagedkv_lib.attention.paged_decode_online`.
+  and all sequences decode together with :func:`~pagedkv_lib.attention.spec.paged_decode_online`.
 
 Sampling is Gumbel-max with noise drawn from ``(seed, sample index)``, so both ways draw the same
 noise and must pick the same tokens; ``temperature=0`` is greedy decoding.
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import attention as A
+from .attention import spec as A
 from .accounting import ModelSpec, blocks_needed, bytes_per_token
-from .allocator import BlockManager, slot_mapping_batch
-from ._checks import check_int, check_ints, check_number
+from .blocks.manager import BlockManager, slot_mapping_batch
+from .validation import check_int, check_ints, check_number
 
 LOGITS_TOL = (1e-4, 1e-4)
 """``(atol, rtol)`` between paged and contiguous logits in fp32: four layers of 1e-6 rounding differences."""
@@ -270,8 +270,8 @@ def generate_paged(model: TinyLM, prompts, max_new_tokens: int, *, num_samples: 
     :func:`generate`). Then every sequence decodes one token per step, together. ``num_blocks``
     defaults to what the sequences would need without any sharing; a pool too small for the run
     raises :class:`~pagedkv_lib.errors.OutOfBlocksError` (there is no preemption here). ``decode``
-    is the paged decode function, :func:`~pagedkv_lib.attention.paged_decode_online` by default
-    (``pagedkv_lib.numba_attention.decode_function()`` gives the fused kernel when numba is there).
+    is the paged decode function, :func:`~pagedkv_lib.attention.spec.paged_decode_online` by default
+    (``pagedkv_lib.kernels.fused_decode.decode_function()`` gives the fused kernel when numba is there).
     """
     c = model.config
     decode = A.paged_decode_online if decode is None else decode

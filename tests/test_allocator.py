@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pagedkv_lib.allocator import (BlockManager, DuplicateRequestError, InvariantError,
+from pagedkv_lib.blocks.manager import (BlockManager, DuplicateRequestError, InvariantError,
                                    UnknownRequestError, slot_mapping_batch)
 from pagedkv_lib.errors import OutOfBlocksError, PagedKVError
 

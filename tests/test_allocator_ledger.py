@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from hypothesis import given, strategies as st
 
-from pagedkv_lib.allocator import BlockManager
+from pagedkv_lib.blocks.manager import BlockManager
 from pagedkv_lib.ledger import PAGE_BATCH, Request, allocate
 
 

@@ -20,7 +20,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pagedkv_lib.accounting import blocks_needed
-from pagedkv_lib.allocator import BlockManager
+from pagedkv_lib.blocks.manager import BlockManager
 from pagedkv_lib.errors import OutOfBlocksError
 
 from test_allocator import state

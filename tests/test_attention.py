@@ -6,9 +6,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib import attention as A
-from pagedkv_lib import attention_fast as F
-from pagedkv_lib.testing import boundary_lengths, random_paged_batch
+from pagedkv_lib.attention import spec as A
+from pagedkv_lib.attention import fast as F
+from pagedkv_lib.attention.batch import boundary_lengths, random_paged_batch
 
 
 def dense_decode(q, keys, values):

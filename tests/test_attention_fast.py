@@ -4,9 +4,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib import attention as A
-from pagedkv_lib import attention_fast as F
-from pagedkv_lib.testing import random_paged_batch
+from pagedkv_lib.attention import spec as A
+from pagedkv_lib.attention import fast as F
+from pagedkv_lib.attention.batch import random_paged_batch
 
 PAIRS = [(F.paged_decode_gather_fast, A.paged_decode_gather), (F.paged_decode_online_fast, A.paged_decode_online)]
 

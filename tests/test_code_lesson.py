@@ -5,8 +5,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from pagedkv_lib import attention as A
-from pagedkv_lib.code_lesson import online_softmax_states
+from pagedkv_lib.attention import spec as A
+from pagedkv_lib.lesson.code_lesson import online_softmax_states
 
 
 def _head(T, D, seed):

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from conftest import LESSONS, REPO
-from pagedkv_lib import colab
+from pagedkv_lib.lesson import colab
 
 
 def run_cell(code, monkeypatch, *, in_colab, library_installed=False):
@@ -61,7 +61,7 @@ def test_on_colab_the_cell_installs_the_library_from_a_local_source_and_keeps_to
     real = subprocess.check_call
     monkeypatch.setattr(subprocess, "check_call", lambda cmd, **kw: commands.append(cmd) or real(cmd, **kw))
     run_cell(colab.setup_cell_source(str(wheel)), monkeypatch, in_colab=True)
-    assert (target / "pagedkv_lib" / "allocator.py").is_file()
+    assert (target / "pagedkv_lib" / "blocks" / "manager.py").is_file()
     assert not (target / "torch").exists()
     assert commands == [[sys.executable, "-m", "pip", "install", "-q", "--no-deps", str(wheel)]]
 
@@ -86,7 +86,7 @@ def test_bad_sources_and_usage_are_explained(tmp_path, capsys):
     with pytest.raises(ValueError, match="source must be a pip-installable source"):
         colab.setup_cell_source("  ")
     assert colab.main(["only-a-source"]) == 2
-    assert "usage: python -m pagedkv_lib.colab SOURCE NOTEBOOK" in capsys.readouterr().err
+    assert "usage: python -m pagedkv_lib.lesson.colab SOURCE NOTEBOOK" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)

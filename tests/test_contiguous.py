@@ -3,8 +3,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pagedkv_lib.allocator import DuplicateRequestError, UnknownRequestError
-from pagedkv_lib.contiguous import ARENA_CATEGORIES, RESERVATION_POLICIES, ContiguousArena, reservation_slots
+from pagedkv_lib.blocks.manager import DuplicateRequestError, UnknownRequestError
+from pagedkv_lib.blocks.contiguous import ARENA_CATEGORIES, RESERVATION_POLICIES, ContiguousArena, reservation_slots
 from pagedkv_lib.errors import OutOfBlocksError
 
 

@@ -4,7 +4,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib.csr import PAD_BLOCK, from_csr, to_csr
+from pagedkv_lib.attention.csr import PAD_BLOCK, from_csr, to_csr
 
 
 @st.composite

@@ -1,8 +1,8 @@
-"""The shared argument checks of pagedkv_lib._checks."""
+"""The shared argument checks of pagedkv_lib.validation."""
 import numpy as np
 import pytest
 
-from pagedkv_lib._checks import check_ints, check_new_id, unhashable_id_error
+from pagedkv_lib.validation import check_ints, check_new_id, unhashable_id_error
 from pagedkv_lib.errors import DuplicateRequestError
 
 

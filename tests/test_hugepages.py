@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib import hugepages as H
+from pagedkv_lib.kernels import hugepages as H
 
 
 @settings(max_examples=20, deadline=None)
@@ -45,8 +45,8 @@ def test_a_large_tensor_is_on_huge_pages_where_linux_offers_them():
 
 def test_the_fused_kernel_reads_a_cache_on_huge_pages_like_any_other():
     pytest.importorskip("numba", reason="numba is not installed: pip install 'pagedkv_lib[fast]'")
-    from pagedkv_lib.numba_attention import paged_decode_numba
-    from pagedkv_lib.testing import random_paged_batch
+    from pagedkv_lib.kernels.fused_decode import paged_decode_numba
+    from pagedkv_lib.attention.batch import random_paged_batch
     batch = random_paged_batch([700, 33, 1], block_size=16, num_kv_heads=8, head_dim=128, seed=0)
     q, k, v, tables, lens = batch.args()
     expected = paged_decode_numba(q, k, v, tables, lens)

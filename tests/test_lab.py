@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from pagedkv_lib import lab, lab_view as LV, widgets as W  # noqa: E402
-from pagedkv_lib.allocator import BlockManager  # noqa: E402
+from pagedkv_lib.lesson import lab, lab_view as LV, gates as W  # noqa: E402
+from pagedkv_lib.blocks.manager import BlockManager  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

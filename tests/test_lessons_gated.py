@@ -14,7 +14,7 @@ import pytest
 from conftest import LESSONS, execute_lesson
 
 PROBE = '''\
-from pagedkv_lib import widgets as _W
+from pagedkv_lib.lesson import gates as _W
 _done = []
 for _g in list(_W._GATES.values()):
     if _g.committed:

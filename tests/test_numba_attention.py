@@ -17,8 +17,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib import attention as A
-from pagedkv_lib.testing import boundary_lengths, random_paged_batch
+from pagedkv_lib.attention import spec as A
+from pagedkv_lib.attention.batch import boundary_lengths, random_paged_batch
 
 pytestmark = pytest.mark.xdist_group("numba")
 HALF = (torch.float16, torch.bfloat16)
@@ -28,7 +28,7 @@ HALF = (torch.float16, torch.bfloat16)
 def na():
     """The module under test, with numba present."""
     pytest.importorskip("numba", reason="numba is not installed: pip install 'pagedkv_lib[fast]'")
-    from pagedkv_lib import numba_attention
+    from pagedkv_lib.kernels import fused_decode as numba_attention
     return numba_attention
 
 
@@ -47,7 +47,7 @@ def assert_matches_reference(out, batch, scale=None):
 @pytest.fixture(params=["torch-openmp", "workqueue"])
 def pool(request, na, monkeypatch):
     """Run the test's launches on torch's OpenMP threads, then again on numba's workqueue."""
-    from pagedkv_lib import torch_openmp
+    from pagedkv_lib.kernels import torch_openmp
     if request.param == "torch-openmp" and torch_openmp.parallel_entry() is None:
         pytest.skip("torch's parallel backend here is not OpenMP")
     monkeypatch.setattr(na, "PREFER_TORCH_THREADS", request.param == "torch-openmp")
@@ -111,7 +111,7 @@ def test_matches_paged_decode_online_on_random_batches(na, lens, S, num_kv_heads
 def test_the_vectorised_exp_agrees_with_float64_exp(na, scores, shift):
     """The kernel's exp of ``score - shift`` (all <= 0): within 3e-7 relative, or at most 1.6e-38 where
     float64 gives less (the clamp at -87); the sum it returns is the sum of what it wrote."""
-    from pagedkv_lib.numba_kernel import _exp_shifted
+    from pagedkv_lib.kernels.numba_kernel import _exp_shifted
     x = np.array(scores, dtype=np.float32) + np.float32(shift)
     y = (x - np.float32(shift)).astype(np.float64)           # the fp32 difference the kernel takes
     out = x.copy()
@@ -124,7 +124,7 @@ def test_the_vectorised_exp_agrees_with_float64_exp(na, scores, shift):
 
 
 def test_the_vectorised_exp_keeps_nan(na):
-    from pagedkv_lib.numba_kernel import _exp_shifted
+    from pagedkv_lib.kernels.numba_kernel import _exp_shifted
     out = np.array([0.0, np.nan, -1.0, -np.inf], dtype=np.float32)
     total = _exp_shifted(out, 4, np.float32(0.0), np.empty(4, dtype=np.int32))
     assert np.isnan(out[1]) and np.isnan(total)
@@ -134,7 +134,7 @@ def test_the_vectorised_exp_keeps_nan(na):
 
 def test_threads_taking_the_next_program_at_once_each_get_a_different_one(na):
     """``_take_next`` is atomic: numbers taken by all threads at once are 0..n-1, each exactly once."""
-    from pagedkv_lib.numba_kernel import _take_next
+    from pagedkv_lib.kernels.numba_kernel import _take_next
 
     @na.numba.njit(parallel=True)
     def take_all(counter, taken, per_thread):
@@ -237,7 +237,7 @@ def test_tensors_off_the_cpu_are_refused_with_what_to_do(na):
 
 def test_warm_up_compiles_and_the_kernel_runs_on_torchs_threads_where_it_can(na, monkeypatch):
     """torch's OpenMP threads where torch's parallel backend is OpenMP; numba's workqueue when told not to."""
-    from pagedkv_lib import torch_openmp
+    from pagedkv_lib.kernels import torch_openmp
     assert na.warm_up((torch.float32, torch.float16)) >= 0.0
     on_openmp = "parallel backend: OpenMP" in torch.__config__.parallel_info()
     assert (torch_openmp.parallel_entry() is not None) == on_openmp
@@ -270,7 +270,7 @@ def test_tinylm_refuses_a_decode_that_is_not_a_function():
 
 
 def test_compare_decode_times_gives_a_median_per_method(na):
-    from pagedkv_lib.decode_timing import compare_decode_times
+    from pagedkv_lib.kernels.timing import compare_decode_times
     times = compare_decode_times((40, 17, 64), num_kv_heads=2, group=2, head_dim=16, repeats=3)
     assert set(times) == {"contiguous (SDPA per request)", "contiguous (batched, padded)", "torch paged",
                           "fused paged"}
@@ -287,9 +287,9 @@ def test_two_python_threads_launching_at_once_are_safe(na, prefer_torch_threads)
     """workqueue aborts the process on concurrent launches; the launch lock serialises them (both pools)."""
     proc = _run(f"""
         import threading, torch
-        from pagedkv_lib import numba_attention
-        from pagedkv_lib.numba_attention import paged_decode_numba, threading_layer
-        from pagedkv_lib.testing import random_paged_batch
+        from pagedkv_lib.kernels import fused_decode as numba_attention
+        from pagedkv_lib.kernels.fused_decode import paged_decode_numba, threading_layer
+        from pagedkv_lib.attention.batch import random_paged_batch
         numba_attention.PREFER_TORCH_THREADS = {prefer_torch_threads}
         batch = random_paged_batch([300, 7, 129] * 4, seed=0)
         expected = paged_decode_numba(*batch.args())
@@ -310,9 +310,9 @@ def test_a_process_forked_after_a_launch_can_launch_again(na):
     would never answer, runs on numba's workqueue (which, unlike numba's omp layer, survives forks)."""
     proc = _run("""
         import multiprocessing as mp, torch
-        from pagedkv_lib.numba_attention import paged_decode_numba, threading_layer
-        from pagedkv_lib.numba_kernel import torch_thread_entry
-        from pagedkv_lib.testing import random_paged_batch
+        from pagedkv_lib.kernels.fused_decode import paged_decode_numba, threading_layer
+        from pagedkv_lib.kernels.numba_kernel import torch_thread_entry
+        from pagedkv_lib.attention.batch import random_paged_batch
         batch = random_paged_batch([50, 3], seed=0)
         expected = paged_decode_numba(*batch.args())
         torch.randn(500, 500) @ torch.randn(500, 500)          # torch's own threads ran too
@@ -335,8 +335,8 @@ def test_a_fork_while_another_thread_launches_gives_a_child_that_can_launch(na):
     """The fork waits for the running launch, so the child never inherits a held launch lock."""
     proc = _run("""
         import multiprocessing as mp, threading, torch
-        from pagedkv_lib.numba_attention import paged_decode_numba
-        from pagedkv_lib.testing import random_paged_batch
+        from pagedkv_lib.kernels.fused_decode import paged_decode_numba
+        from pagedkv_lib.attention.batch import random_paged_batch
         batch = random_paged_batch([900, 400, 70] * 4, seed=0)
         expected = paged_decode_numba(*batch.args())
         stop = threading.Event()
@@ -367,13 +367,14 @@ def test_without_numba_the_library_imports_and_falls_back_in_one_line():
     proc = _run("""
         import sys, warnings
         sys.modules["numba"] = None                      # import numba now raises ImportError
-        import pagedkv_lib.tinylm, pagedkv_lib.decode_timing
-        from pagedkv_lib import numba_attention as NA, attention as A
+        import pagedkv_lib.tinylm, pagedkv_lib.kernels.timing
+        from pagedkv_lib.kernels import fused_decode as NA
+        from pagedkv_lib.attention import spec as A
         print(NA.NUMBA_MISSING is not None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fn = NA.decode_function()
-            times = pagedkv_lib.decode_timing.compare_decode_times((8, 5), num_kv_heads=1, group=2,
+            times = pagedkv_lib.kernels.timing.compare_decode_times((8, 5), num_kv_heads=1, group=2,
                                                                    head_dim=4, repeats=1)
         print(fn is A.paged_decode_online, sorted(times) == sorted(["contiguous (SDPA per request)",
               "contiguous (batched, padded)", "torch paged"]))

@@ -3,7 +3,7 @@ prefix fills whole blocks, and exactly prefix % S more stored tokens per further
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pagedkv_lib import replay
+from pagedkv_lib.lesson import replay
 from pagedkv_lib.accounting import reserved_slots, tail_slack
 from pagedkv_lib.ledger import PAGE_BATCH, Request, allocate, without_sharing
 

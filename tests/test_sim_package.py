@@ -48,7 +48,7 @@ def test_the_calendar_hands_back_each_steps_items_in_key_order_earliest_step_fir
 
 
 def test_lesson_figures_do_not_load_the_simulator_and_the_simulator_does_not_load_matplotlib():
-    code = ("import sys, pagedkv_lib.viz; assert not any(m.startswith('pagedkv_lib.sim') for m in sys.modules); "
+    code = ("import sys, pagedkv_lib.lesson.viz; assert not any(m.startswith('pagedkv_lib.sim') for m in sys.modules); "
             "import pagedkv_lib.sim; assert 'pagedkv_lib.sim.plots' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
     code = "import sys, pagedkv_lib.sim; assert 'matplotlib' not in sys.modules"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedkv_lib.accounting import ModelSpec, blocks_needed
-from pagedkv_lib.contiguous import reservation_slots
+from pagedkv_lib.blocks.contiguous import reservation_slots
 from pagedkv_lib.sim import CATEGORIES, arrival_steps, beam_search, simulate
 from pagedkv_lib.sim.reference import ContiguousByToken, PagedByToken, run_token_by_token
 from pagedkv_lib.sim.workloads import parallel_sampling, shared_prefix, trace_from_lengths

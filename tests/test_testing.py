@@ -3,7 +3,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib.testing import boundary_lengths, random_paged_batch
+from pagedkv_lib.attention.batch import boundary_lengths, random_paged_batch
 
 
 @settings(max_examples=30, deadline=None)

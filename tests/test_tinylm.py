@@ -4,7 +4,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib import attention as A
+from pagedkv_lib.attention import spec as A
 from pagedkv_lib import tinylm as T
 
 MODEL = T.TinyLM(T.TinyConfig(num_layers=2, max_seq_len=128), seed=3)

@@ -21,8 +21,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv_lib.attention import TOLERANCES, paged_decode_gather, paged_decode_reference
-from pagedkv_lib.testing import random_paged_batch
+from pagedkv_lib.attention.spec import TOLERANCES, paged_decode_gather, paged_decode_reference
+from pagedkv_lib.attention.batch import random_paged_batch
 
 ON_GPU = torch.cuda.is_available()
 if not ON_GPU:
@@ -36,7 +36,7 @@ BF16_INTERPRETER_BUG = ("Triton's CPU interpreter computes bf16 tl.dot wrongly "
 def tri():
     """The module under test, with its kernel defined for the interpreter when there is no GPU."""
     pytest.importorskip("triton", reason="the Triton extra is not installed: pip install 'pagedkv_lib[triton]'")
-    module = importlib.import_module("pagedkv_lib.triton_attention")
+    module = importlib.import_module("pagedkv_lib.attention.triton_decode")
     if not (ON_GPU or module.INTERPRETED):
         pytest.fail("no GPU, and triton was imported in this test process before TRITON_INTERPRET=1 "
                     "was set, so the kernel cannot run: set the variable before any test module "
@@ -234,7 +234,7 @@ def test_compiled_kernel_on_cpu_tensors_says_how_to_use_the_interpreter():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     result = _run_python("""
         import torch
-        from pagedkv_lib.triton_attention import INTERPRETED, launch_unchecked, paged_decode_triton
+        from pagedkv_lib.attention.triton_decode import INTERPRETED, launch_unchecked, paged_decode_triton
         assert not INTERPRETED
         cache = torch.zeros(2, 4, 1, 8)
         args = (torch.zeros(1, 1, 8), cache, cache, torch.zeros(1, 1, dtype=torch.int32), torch.tensor([3]))
@@ -259,7 +259,7 @@ def test_kernel_compiles_for_gpus_without_a_gpu():
         import triton
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
-        from pagedkv_lib.triton_attention import _paged_decode_kernel as kernel, _padded
+        from pagedkv_lib.attention.triton_decode import _paged_decode_kernel as kernel, _padded
 
         def signature(dtype):
             ptrs = dict(block_tables_ptr="*i32", seq_lens_ptr="*i64")
@@ -285,9 +285,9 @@ def test_kernel_compiles_for_gpus_without_a_gpu():
 
 def test_import_without_triton_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", None)  # what `import triton` sees when it is absent
-    monkeypatch.delitem(sys.modules, "pagedkv_lib.triton_attention", raising=False)
+    monkeypatch.delitem(sys.modules, "pagedkv_lib.attention.triton_decode", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'pagedkv_lib\[triton\]'"):
-        importlib.import_module("pagedkv_lib.triton_attention")
+        importlib.import_module("pagedkv_lib.attention.triton_decode")
 
 
 def _imported_modules(source: str) -> set[str]:
@@ -304,27 +304,27 @@ def _imported_modules(source: str) -> set[str]:
 
 
 def test_the_rest_of_the_library_never_imports_triton():
-    """Only triton_attention needs the Triton extra: no other module imports triton or that module."""
+    """Only attention/triton_decode needs the Triton extra: no other module imports triton or that module."""
     package = pathlib.Path(importlib.util.find_spec("pagedkv_lib").origin).parent
     offenders = {}
-    for path in sorted(package.glob("*.py")):
-        if path.stem == "triton_attention":
+    for path in sorted(package.rglob("*.py")):
+        if path.stem == "triton_decode":
             continue
         bad = [name for name in _imported_modules(path.read_text())
-               if name.split(".")[0] == "triton" or "triton_attention" in name]
+               if name.split(".")[0] == "triton" or "triton_decode" in name]
         if bad:
-            offenders[path.name] = bad
+            offenders[str(path.relative_to(package))] = bad
     assert not offenders, f"modules that would need Triton: {offenders}"
 
 
 def test_the_import_scan_sees_triton_imports():
-    """The scan above can fail: it finds every spelling of an import of triton or triton_attention."""
+    """The scan above can fail: it finds every spelling of an import of triton or triton_decode."""
     source = textwrap.dedent("""
         import triton.language as tl
         from triton import jit
-        from . import triton_attention
+        from . import triton_decode
         def lazy():
-            from .triton_attention import paged_decode_triton
+            from .triton_decode import paged_decode_triton
     """)
     found = _imported_modules(source)
-    assert {"triton.language", "triton", ".triton_attention", ".triton_attention.paged_decode_triton"} <= found
+    assert {"triton.language", "triton", ".triton_decode", ".triton_decode.paged_decode_triton"} <= found

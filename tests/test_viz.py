@@ -5,7 +5,7 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from pagedkv_lib import viz  # noqa: E402
+from pagedkv_lib.lesson import viz  # noqa: E402
 from pagedkv_lib.accounting import GiB  # noqa: E402
 from pagedkv_lib.ledger import PAGE_BATCH, allocate  # noqa: E402
 

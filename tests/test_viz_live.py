@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from pagedkv_lib import replay, viz  # noqa: E402
+from pagedkv_lib.lesson import replay, viz  # noqa: E402
 from pagedkv_lib.errors import UnknownRequestError  # noqa: E402
 from pagedkv_lib.ledger import PAGE_BATCH, Request  # noqa: E402
 

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from pagedkv_lib import widgets as W  # noqa: E402
+from pagedkv_lib.lesson import gates as W  # noqa: E402
 
 CHOICES = ["about 80 KiB", "about 800 KiB", "about 8 MiB"]
 EXPLAIN = "819,200 bytes = 800 KiB: 2 x 40 layers x 40 KV heads x 128 x 2 bytes"

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..contiguous import ContiguousArena
+from ..blocks.contiguous import ContiguousArena
 from ..errors import OutOfBlocksError
 from .events import EventCalendar
 from .workloads import Trace
 
 
 class ContiguousMemory:
-    """A :class:`~pagedkv_lib.contiguous.ContiguousArena` of ``capacity_tokens`` slots serving a trace.
+    """A :class:`~pagedkv_lib.blocks.contiguous.ContiguousArena` of ``capacity_tokens`` slots serving a trace.
 
     Refuses (``ValueError``) a trace with a request whose ranges together exceed the arena:
     it could never be admitted. Levels per visited step: ``reserved`` slots, ``final_total`` (final lengths summed over

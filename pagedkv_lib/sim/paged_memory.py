@@ -1,4 +1,4 @@
-"""Paged KV memory for the simulator: the real :class:`~pagedkv_lib.allocator.BlockManager` under load.
+"""Paged KV memory for the simulator: the real :class:`~pagedkv_lib.blocks.manager.BlockManager` under load.
 
 Every running sequence is a request of the block manager. Without sharing the manager runs
 with prefix caching off and every sequence gets its own blocks (parallel samples and beams
@@ -31,7 +31,7 @@ import operator
 import numpy as np
 
 from ..accounting import blocks_needed
-from ..allocator import BlockManager
+from ..blocks.manager import BlockManager
 from ..errors import OutOfBlocksError
 from .events import EventCalendar
 from .paged_beams import BeamGroup

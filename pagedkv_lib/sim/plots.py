@@ -1,14 +1,14 @@
 """The simulator's figures: where each policy's KV memory went, and the batch over time.
 
 Each takes what :func:`~pagedkv_lib.sim.run_policies` returns. Memory categories are drawn in
-the course's one palette, :data:`pagedkv_lib.viz.COLORS`, as in the lesson figures.
+the course's one palette, :data:`pagedkv_lib.palette.COLORS`, as in the lesson figures.
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..viz import COLORS
+from ..palette import COLORS
 from .simulate import CATEGORIES, PAPER_TOKEN_STATE_SHARE, SimResult
 
 

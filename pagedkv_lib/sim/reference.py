@@ -19,8 +19,8 @@ from collections import deque
 import numpy as np
 
 from ..accounting import blocks_needed
-from ..allocator import BlockManager
-from ..contiguous import ContiguousArena
+from ..blocks.manager import BlockManager
+from ..blocks.contiguous import ContiguousArena
 from ..errors import OutOfBlocksError
 from .token_ids import TokenIds
 from .workloads import Trace

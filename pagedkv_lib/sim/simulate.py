@@ -21,7 +21,7 @@ Memory categories, in token slots, summing to the budget at every step:
 * ``reservation``: contiguous slots reserved for tokens the request will still generate;
 * ``internal_fragmentation``: contiguous slots reserved beyond the request's final length;
 * ``external_fragmentation``: free contiguous slots in gaps too short for the run the queue's
-  head would reserve (the arena's definition, :mod:`pagedkv_lib.contiguous`); 0 when no one
+  head would reserve (the arena's definition, :mod:`pagedkv_lib.blocks.contiguous`); 0 when no one
   waits, and 0 for paged policies, where any free block serves any sequence;
 * ``slack``: paged slots after the last token in each sequence's last block (``W``);
 * ``free``: the rest.
@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import loop
-from .._checks import check_choice, check_int, check_number
+from ..validation import check_choice, check_int, check_number
 from ..accounting import GiB, get_model, kv_capacity
 from .contiguous_memory import ContiguousMemory
 from .paged_memory import PagedMemory

@@ -32,7 +32,7 @@ import re
 
 import numpy as np
 
-from .._checks import check_int
+from ..validation import check_int
 from .workloads import Trace
 
 FIELDS = ("prompt_len", "output_len", "prefix_id", "prefix_len", "arrival_s")

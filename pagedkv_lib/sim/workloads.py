@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._checks import check_int, check_number
+from ..validation import check_int, check_number
 
 SHAREGPT = dict(prompt_mean=161.31, output_mean=337.99, prompt_sigma=1.0, output_sigma=0.8)
 """ShareGPT-like length parameters: target means in tokens and log-normal sigmas."""

@@ -4,7 +4,7 @@ A Colab runtime starts without ``pagedkv_lib``. The setup cell installs it from 
 git URL, a wheel, or a path the learner uploaded), set once for the whole course by the
 instructor with ``make colab SOURCE=...``, which runs this module on every notebook:
 
-    python -m pagedkv_lib.colab SOURCE NOTEBOOK.ipynb [NOTEBOOK.ipynb ...]
+    python -m pagedkv_lib.lesson.colab SOURCE NOTEBOOK.ipynb [NOTEBOOK.ipynb ...]
 
 The cell keeps Colab's preinstalled torch (a CUDA build that must not be replaced): it installs
 the library with ``--no-deps`` and then only the light dependencies the runtime lacks. Outside
@@ -76,10 +76,10 @@ def write_setup_cell(path: str | Path, source: str | None) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pagedkv_lib.colab SOURCE NOTEBOOK...``; an empty SOURCE clears the setting."""
+    """``python -m pagedkv_lib.lesson.colab SOURCE NOTEBOOK...``; an empty SOURCE clears the setting."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2:
-        print("usage: python -m pagedkv_lib.colab SOURCE NOTEBOOK.ipynb [NOTEBOOK.ipynb ...]\n"
+        print("usage: python -m pagedkv_lib.lesson.colab SOURCE NOTEBOOK.ipynb [NOTEBOOK.ipynb ...]\n"
               "SOURCE: what Colab should pip-install (a git URL, a wheel URL or path); '' clears it",
               file=sys.stderr)
         return 2

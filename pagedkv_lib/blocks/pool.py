@@ -6,7 +6,7 @@ in exactly one of three states:
 * **used**: ``ref_cnt[b] >= 1``; that many block tables hold it;
 * **free, uncached**: ``ref_cnt[b] == 0`` and ``b`` is on the free stack ``_free``;
 * **free, cached**: ``ref_cnt[b] == 0``, the block still holds a full block of token states
-  that the prefix cache (:mod:`pagedkv_lib.prefix_cache`) can find, and ``b`` is in the LRU
+  that the prefix cache (:mod:`pagedkv_lib.blocks.prefix_cache`) can find, and ``b`` is in the LRU
   queue ``_lru``.
 
 Allocation takes uncached free blocks first; only when none is left does it evict the least
@@ -33,7 +33,7 @@ class BlockPool:
     The pool never looks inside a block, so it does not know the block size; whether prefix
     caching is on is the manager's business too (with it off, the manager registers nothing).
 
-    The pool does not check its callers' arguments: :class:`pagedkv_lib.allocator.BlockManager`
+    The pool does not check its callers' arguments: :class:`pagedkv_lib.blocks.manager.BlockManager`
     does, and it calls :meth:`take` only after checking that enough blocks are free, so that
     an allocation that cannot succeed changes nothing.
     """

@@ -4,14 +4,14 @@ The lesson shows the library's own definitions with ``inspect.getsource``; this 
 second copy of them. :func:`online_softmax_states` gives the running max ``m``, denominator
 ``l`` and numerator ``acc`` of an online softmax after each block, computed from their
 *definitions* rather than by the update rule, so that a learner can hold them against the
-update rule in :func:`pagedkv_lib.attention.paged_decode_online` (and the Triton and numba
+update rule in :func:`pagedkv_lib.attention.spec.paged_decode_online` (and the Triton and numba
 kernels), and see ``acc / l`` equal the kernel's output.
 """
 from __future__ import annotations
 
 import torch
 
-from ._checks import check_int
+from ..validation import check_int
 
 __all__ = ["online_softmax_states"]
 

@@ -6,13 +6,13 @@ so its flat slot in the cache is ``table[p // S] * S + p % S`` (``S`` = block si
 A request holds exactly ``ceil(T / S)`` blocks for its ``T`` tokens; only the last one can be
 partly empty.
 
-Semantics follow vLLM's v1 KV cache manager (see :mod:`pagedkv_lib.block_pool` for the pool):
+Semantics follow vLLM's v1 KV cache manager (see :mod:`pagedkv_lib.blocks.pool` for the pool):
 
 * **Prefix caching.** Every *full* block is cached under a key that names the block before it
   by identity, its own token ids and an optional ``salt`` (a tenant or adapter id: requests
-  with different salts never share; see :func:`pagedkv_lib._checks.check_salt` for the types
+  with different salts never share; see :func:`pagedkv_lib.validation.check_salt` for the types
   allowed). So a hit is exact: it serves states computed after the very same tokens (see
-  :mod:`pagedkv_lib.prefix_cache`). A new prompt walks the keys from its first block and
+  :mod:`pagedkv_lib.blocks.prefix_cache`). A new prompt walks the keys from its first block and
   reuses cached blocks up to the first miss. The last prompt token is never served from the
   cache, because the model must compute its logits to sample the next token: a prompt of ``T``
   tokens can reuse at most ``(T - 1) // S`` blocks, so a prompt that is exactly one cached
@@ -31,7 +31,7 @@ Semantics follow vLLM's v1 KV cache manager (see :mod:`pagedkv_lib.block_pool` f
   changes anything. So does every bad argument (``TypeError``/``ValueError``).
 
 Ledger figures (:meth:`BlockManager.stats`) use the subject page's symbols ``T``, ``R`` and
-``W``; :mod:`pagedkv_lib.allocator_stats` says where they differ from the teaching ledger.
+``W``; :mod:`pagedkv_lib.blocks.stats` says where they differ from the teaching ledger.
 
 Public methods check their arguments, then call an unchecked core (``_admit``, ``_grow``).
 An append that lands in a non-full, unshared last block (most decode steps) touches no block
@@ -41,11 +41,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._checks import check_int, check_new_id, check_salt, check_token_ids, unhashable_id_error
-from .accounting import blocks_needed
-from .allocator_queries import BlockManagerQueries
-from .block_pool import BlockPool
-from .errors import (DuplicateRequestError, InvariantError, OutOfBlocksError,  # noqa: F401 (re-exported)
+from ..validation import check_int, check_new_id, check_salt, check_token_ids, unhashable_id_error
+from ..accounting import blocks_needed
+from .queries import BlockManagerQueries
+from .pool import BlockPool
+from ..errors import (DuplicateRequestError, InvariantError, OutOfBlocksError,  # noqa: F401 (re-exported)
                      UnknownRequestError)
 from .prefix_cache import full_blocks
 from .slot_mapping import slot_mapping_batch  # noqa: F401 (re-exported)
@@ -76,7 +76,7 @@ class BlockManager(BlockManagerQueries):
     """Maps requests' token sequences onto a pool of ``num_blocks`` blocks of ``block_size`` slots.
 
     This class holds what changes the state; what only reads it (tables, counts, slot mapping,
-    stats, invariants) is inherited from :class:`pagedkv_lib.allocator_queries.BlockManagerQueries`.
+    stats, invariants) is inherited from :class:`pagedkv_lib.blocks.queries.BlockManagerQueries`.
     """
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_prefix_caching: bool = True):

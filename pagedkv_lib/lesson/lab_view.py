@@ -1,4 +1,4 @@
-"""The interactive labs of the Demo lesson, as widgets around :mod:`pagedkv_lib.lab` and the simulator.
+"""The interactive labs of the Demo lesson, as widgets around :mod:`pagedkv_lib.lesson.lab` and the simulator.
 
 :class:`AllocationLab`: pick a trace, a block size and sharing; predict which effect is
 largest in token slots; after the commit see the block map, the ledger, the contiguous comparison,
@@ -14,13 +14,13 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
-from . import viz, widgets as W
-from ._checks import check_choice, check_int
-from ._record import widget_bundle
+from . import viz, gates as W
+from ..validation import check_choice, check_int
+from .record import widget_bundle
 from .lab import DESCRIPTIONS, EFFECTS, TRACES, LabRun, explain, ledger_table, run_lab
-from .sim import POLICIES, alpaca_like, format_table, parallel_sampling, run_policies, sharegpt_like
-from .sim.plots import plot_results
-from .widgets import Gate
+from ..sim import POLICIES, alpaca_like, format_table, parallel_sampling, run_policies, sharegpt_like
+from ..sim.plots import plot_results
+from .gates import Gate
 
 MAP_LIMIT = 160
 """Most pool blocks drawn as a block map; larger pools get one row of blocks per sequence."""
@@ -28,7 +28,7 @@ MAP_LIMIT = 160
 
 def plot_tables(run: LabRun, ax=None):
     """One row per sequence: its blocks left to right, own blocks blue, shared (ref count > 1)
-    orange, tail slack hatched. For pools too large for :func:`pagedkv_lib.viz.plot_block_map`."""
+    orange, tail slack hatched. For pools too large for :func:`pagedkv_lib.lesson.viz.plot_block_map`."""
     m, S = run.manager, run.block_size
     ids = run.request_ids
     if ax is None:
@@ -157,7 +157,7 @@ class AllocationLab:
         return self
 
     def commit(self, choice: str) -> None:
-        """Commit a prediction from code, as :func:`pagedkv_lib.widgets.commit` does."""
+        """Commit a prediction from code, as :func:`pagedkv_lib.lesson.gates.commit` does."""
         W.commit(self.gate.id, choice)
 
     def text(self) -> str:
@@ -220,7 +220,7 @@ class SimulatorLab:
         self.gate_box.children = (self.gate.widget.box,)
 
     def commit(self, value) -> None:
-        """Commit a prediction from code, as :func:`pagedkv_lib.widgets.commit` does."""
+        """Commit a prediction from code, as :func:`pagedkv_lib.lesson.gates.commit` does."""
         W.commit(self.gate.id, value)
 
     def text(self) -> str:

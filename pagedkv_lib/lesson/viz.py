@@ -1,9 +1,8 @@
 """Matplotlib figures of the course: block tables, slack and capacity (the math notebook), and
 live allocator state (block maps of a real ``BlockManager``, contiguous arenas).
 
-Each ``plot_*`` function draws on an ``ax`` (or makes one) and returns it. One palette,
-:data:`COLORS`, colours a memory category the same way in every figure, the simulator's
-(:mod:`pagedkv_lib.sim.plots`) included.
+Each ``plot_*`` function draws on an ``ax`` (or makes one) and returns it. Colours come from
+:mod:`pagedkv_lib.palette`, shared with the simulator's figures.
 """
 from __future__ import annotations
 
@@ -14,15 +13,12 @@ import numpy as np
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from . import accounting as acc
-from ._checks import check_int
-from .allocator import BlockManager
-from .contiguous import ContiguousArena
-from .ledger import Ledger
-
-COLORS = {"token_states": "#4C72B0", "reservation": "#CCB974", "internal_fragmentation": "#C44E52",
-          "external_fragmentation": "#8172B3", "slack": "#BFBFBF"}
-"""One colour per occupied-memory category (:data:`~pagedkv_lib.sim.CATEGORIES` but ``free``), in every figure."""
+from .. import accounting as acc
+from ..validation import check_int
+from ..blocks.manager import BlockManager
+from ..blocks.contiguous import ContiguousArena
+from ..ledger import Ledger
+from ..palette import COLORS
 
 TOKEN, SLACK = COLORS["token_states"], COLORS["slack"]
 SHARED = "#DD8452"
@@ -197,7 +193,7 @@ def _block(ax, x, y, S, filled, color, state, gid, hatch_slack=True):
 
 def plot_block_map(manager: BlockManager, request_ids: Sequence[str] | None = None, *,
                    follow: str | None = None, cols: int | None = None, ax=None):
-    """The physical blocks of a live :class:`~pagedkv_lib.allocator.BlockManager` as a grid.
+    """The physical blocks of a live :class:`~pagedkv_lib.blocks.manager.BlockManager` as a grid.
 
     ``request_ids`` lists every live request (their colours follow :data:`OWNERS` in this
     order; default: ``manager.request_ids()``, the order they were added). A block held by one table shows its owner's colour; a block with ref count > 1 is
@@ -268,7 +264,7 @@ def _block_legend(ax, colour, any_shared, any_cached):
 
 
 def plot_contiguous(arena: ContiguousArena, next_request_len: int | None = None, ax=None):
-    """A :class:`~pagedkv_lib.contiguous.ContiguousArena` as one strip of token slots, by category.
+    """A :class:`~pagedkv_lib.blocks.contiguous.ContiguousArena` as one strip of token slots, by category.
 
     Each run shows its live token states, the slots reserved for tokens still to come, and its
     internal fragmentation; free gaps too short for a waiting request of ``next_request_len``

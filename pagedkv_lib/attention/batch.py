@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from .accounting import blocks_needed
+from ..accounting import blocks_needed
 
 __all__ = ["PagedBatch", "random_paged_batch", "boundary_lengths"]
 

@@ -1,6 +1,6 @@
 """Argument checks for the attention functions, kept out of the teaching module.
 
-Every public function of :mod:`pagedkv_lib.attention` (and of the faster and kernel versions
+Every public function of :mod:`pagedkv_lib.attention.spec` (and of the faster and kernel versions
 beside it) calls one ``check_*`` here first and then an unchecked core. Each message names the
 argument, its shape or value, and what is allowed: learners read them.
 
@@ -15,8 +15,8 @@ import math
 import numpy as np
 import torch
 
-from ._checks import check_int, check_number
-from .accounting import blocks_needed
+from ..validation import check_int, check_number
+from ..accounting import blocks_needed
 
 __all__ = ["FLOATS", "index_tensor", "blocks_in_use", "check_scale", "check_cache", "check_float",
            "check_decode_inputs", "check_dense", "check_gather", "check_prefill", "check_write"]

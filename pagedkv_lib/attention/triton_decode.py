@@ -1,6 +1,6 @@
 """Paged decode attention as a Triton kernel that reads the block table itself.
 
-Same contract as the torch reference in ``pagedkv_lib.attention``: one query token per
+Same contract as the torch reference in ``pagedkv_lib.attention.spec``: one query token per
 sequence, keys and values stored in fixed-size physical blocks, a block table per sequence
 mapping logical block ``j`` (tokens ``j*S .. j*S+S-1``) to a physical block id. Paging
 changes where K and V live, never the result.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .attention import check_decode_inputs, check_scale
+from .spec import check_decode_inputs, check_scale
 
 try:
     import triton
@@ -25,9 +25,9 @@ try:
     from triton.runtime.interpreter import InterpretedFunction
 except ImportError as exc:  # pragma: no cover - exercised by a test that hides triton
     raise ImportError(
-        "pagedkv_lib.triton_attention needs Triton, which is an optional dependency: "
+        "pagedkv_lib.attention.triton_decode needs Triton, which is an optional dependency: "
         "install it with `pip install 'pagedkv_lib[triton]'` (or `pip install triton`). "
-        "The torch versions in pagedkv_lib.attention need no Triton."
+        "The torch versions in pagedkv_lib.attention.spec need no Triton."
     ) from exc
 
 __all__ = ["INTERPRETED", "paged_decode_triton", "launch_unchecked"]
@@ -137,12 +137,12 @@ def paged_decode_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     row past ``ceil(T / S)`` are never read and may hold anything (e.g. -1 padding).
     ``H_q`` must be a multiple of ``H_kv`` (grouped-query attention). ``scale`` defaults to
     ``1 / sqrt(D)``. Returns ``[B, H_q, D]`` in q's dtype. Bad arguments raise the same
-    TypeError/ValueError, naming the shapes, as :func:`pagedkv_lib.attention.paged_decode_gather`.
+    TypeError/ValueError, naming the shapes, as :func:`pagedkv_lib.attention.spec.paged_decode_gather`.
 
     Precision: scores, softmax and the accumulator are fp32; fp32 inputs use IEEE products in
     ``tl.dot`` (not TF32), so the result matches the torch reference to 1e-5. In fp16/bf16 the
     probabilities are rounded to the input dtype before ``P @ V`` (as FlashAttention does),
-    within :data:`pagedkv_lib.attention.TOLERANCES` of the fp32 result.
+    within :data:`pagedkv_lib.attention.spec.TOLERANCES` of the fp32 result.
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     scale = check_scale(scale, q.shape[-1])
@@ -189,7 +189,7 @@ def _check_device_mode(q: torch.Tensor) -> None:
     if _KERNEL_INTERPRETED != _HELPERS_INTERPRETED:
         raise RuntimeError(
             "TRITON_INTERPRET changed between the first `import triton` in this process and the "
-            "import of pagedkv_lib.triton_attention, so the kernel and Triton's own helpers were "
+            "import of pagedkv_lib.attention.triton_decode, so the kernel and Triton's own helpers were "
             "defined for different back ends. Set TRITON_INTERPRET=1 (CPU) or leave it unset (GPU) "
             "before anything imports triton, e.g. at the top of the script or in conftest.py.")
     if INTERPRETED or q.is_cuda:
@@ -201,7 +201,7 @@ def _check_device_mode(q: torch.Tensor) -> None:
         f"paged_decode_triton got tensors on {q.device}, but its Triton kernel was compiled for a "
         f"GPU: {where}To run it on the CPU under Triton's interpreter, set TRITON_INTERPRET=1 in "
         "the environment before triton is first imported in the process. The torch versions in "
-        "pagedkv_lib.attention need neither Triton nor a GPU.")
+        "pagedkv_lib.attention.spec need neither Triton nor a GPU.")
 
 
 def _check_inputs(q, k_cache, v_cache, block_tables, seq_lens) -> None:

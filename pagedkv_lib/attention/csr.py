@@ -10,16 +10,16 @@ A batch of ``B`` requests can name its KV pages in two ways:
 They agree through ``N_i = ceil(T_i / S)`` and ``T_i = S * (N_i - 1) + last_page_len_i``.
 Every request holds at least one token (``T_i >= 1``): CSR has no way to say "zero pages"
 and still give a last-page length in ``[1, S]``. Outputs are ``torch.int32`` like FlashInfer's.
-Inputs are read with the attention module's helpers (:func:`~pagedkv_lib.attention_checks.index_tensor`,
-:func:`~pagedkv_lib.attention_checks.blocks_in_use`), so both accept and refuse the same tables.
+Inputs are read with the attention module's helpers (:func:`~pagedkv_lib.attention.validation.index_tensor`,
+:func:`~pagedkv_lib.attention.validation.blocks_in_use`), so both accept and refuse the same tables.
 """
 from __future__ import annotations
 
 import torch
 
-from ._checks import check_int
-from .attention import PAD_BLOCK
-from .attention_checks import blocks_in_use, index_tensor
+from ..validation import check_int
+from .spec import PAD_BLOCK
+from .validation import blocks_in_use, index_tensor
 
 __all__ = ["to_csr", "from_csr"]
 

@@ -1,8 +1,8 @@
 """The allocation lab's logic: five small traces played on the real block manager.
 
 :func:`run_lab` plays one trace at one block size ``S`` on a
-:class:`~pagedkv_lib.allocator.BlockManager`, with sharing (prefix caching, forks) or without,
-stores the same final sequences in :class:`~pagedkv_lib.contiguous.ContiguousArena` runs, and
+:class:`~pagedkv_lib.blocks.manager.BlockManager`, with sharing (prefix caching, forks) or without,
+stores the same final sequences in :class:`~pagedkv_lib.blocks.contiguous.ContiguousArena` runs, and
 measures three effects, all in token slots, at the moment every sequence holds all its tokens:
 
 * **tail slack** ``W = R - T_unique`` of the paged run (slots after the last token of each
@@ -12,7 +12,7 @@ measures three effects, all in token slots, at the moment every sequence holds a
 * **reservation waste (contiguous)**: slots a contiguous server reserves beyond the tokens it
   stores, when it must reserve the model's context (``"max"``, the paper's Orca-Max).
 
-Widgets live in :mod:`pagedkv_lib.lab_view`; this module is plain Python, so tests and lesson
+Widgets live in :mod:`pagedkv_lib.lesson.lab_view`; this module is plain Python, so tests and lesson
 cells can check every figure without a browser.
 """
 from __future__ import annotations
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import replay
-from ._checks import check_choice, check_int
-from .allocator import BlockManager
-from .contiguous import RESERVATION_POLICIES, ContiguousArena
-from .errors import OutOfBlocksError
-from .ledger import PAGE_BATCH, Request
-from .sim import sharegpt_like
+from ..validation import check_choice, check_int
+from ..blocks.manager import BlockManager
+from ..blocks.contiguous import RESERVATION_POLICIES, ContiguousArena
+from ..errors import OutOfBlocksError
+from ..ledger import PAGE_BATCH, Request
+from ..sim import sharegpt_like
 
 TRACES = ("A1-A3 batch", "parallel sampling", "beam search", "shared system prompt", "ShareGPT-like 20")
 """Trace names :func:`run_lab` accepts."""

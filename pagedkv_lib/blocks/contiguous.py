@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import bisect
 
-from .errors import InvariantError, OutOfBlocksError, UnknownRequestError
-from ._checks import check_choice, check_int, check_new_id, unhashable_id_error
+from ..errors import InvariantError, OutOfBlocksError, UnknownRequestError
+from ..validation import check_choice, check_int, check_new_id, unhashable_id_error
 
 RESERVATION_POLICIES = ("max", "pow2", "oracle")
 """How a contiguous run is sized (the simulator's ``POLICIES`` add the paged ones)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ledger import ledger_summary
+from ..ledger import ledger_summary
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ handlers even on a disabled button, so every handler asks :attr:`Gate.committed`
 
 Where widgets cannot render (a terminal, plain nbconvert) the gate's text form says how to
 commit with :func:`commit`; the same rule applies. Every commit, and every practice check
-(:mod:`pagedkv_lib.practice`, re-exported here), lands in one record: :func:`record`,
+(:mod:`pagedkv_lib.lesson.practice`, re-exported here), lands in one record: :func:`record`,
 :func:`save_record`. Only ipywidgets APIs present in both 7.7 (Colab) and 8.x are used.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import os
 from typing import Any, Sequence
 
 from . import practice as _practice_module
-from ._record import RECORD, check_id, escape, lookup, now, parse_number, widget_bundle
+from .record import RECORD, check_id, escape, lookup, now, parse_number, widget_bundle
 from .practice import Practice, check, hint, practice  # noqa: F401 (the lesson API: W.practice, ...)
 
 _GATES: dict[str, "Gate"] = {}
@@ -192,7 +192,7 @@ class Gate:
             how = f"commit({self.id!r}, <one of the choices above, as text>)"
         else:
             how = f"commit({self.id!r}, <a number, {self.units}>)"
-        lines.append(f"No widgets here? Commit by running: from pagedkv_lib.widgets import commit; {how}")
+        lines.append(f"No widgets here? Commit by running: from pagedkv_lib.lesson.gates import commit; {how}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -204,7 +204,7 @@ class Gate:
 
 def _close(value, answer, tolerance: float) -> bool:
     """A number prediction is right within ``tolerance`` (relative), through the course's matcher."""
-    from .course import check_value  # here, not at the top: course imports nbconvert (seconds)
+    from ..course import check_value  # here, not at the top: course imports nbconvert (seconds)
     try:
         check_value("prediction", float(value), float(answer), rel_tol=tolerance)
     except AssertionError:

@@ -1,14 +1,14 @@
 """Flat cache slots from block tables, for a whole batch: ``slot = table[p // S] * S + p % S``.
 
 A batch's block tables arrive as one padded int array (see
-:meth:`pagedkv_lib.allocator.BlockManager.padded_block_tables`), so the mapping is a few numpy
+:meth:`pagedkv_lib.blocks.manager.BlockManager.padded_block_tables`), so the mapping is a few numpy
 operations rather than a loop over requests.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_int, check_int_array
+from ..validation import check_int, check_int_array
 
 
 def table_slots(table: list[int], positions: np.ndarray, block_size: int) -> np.ndarray:

@@ -12,9 +12,9 @@ The invariant the course rests on: paging changes where K and V are stored, neve
 :func:`paged_decode_reference` says it in code (gather each request's K/V, then dense attention);
 :func:`paged_decode_gather` and :func:`paged_decode_online` compute the same thing one request,
 or one step of blocks, at a time. Faster CPU versions sit beside these, in
-:mod:`pagedkv_lib.attention_fast`, and are tested equal to them.
+:mod:`pagedkv_lib.attention.fast`, and are tested equal to them.
 
-Each public function checks its arguments once (:mod:`pagedkv_lib.attention_checks`) and then
+Each public function checks its arguments once (:mod:`pagedkv_lib.attention.validation`) and then
 calls an unchecked core, the ``_``-prefixed function below it.
 
 Precision: all functions compute in fp32 (fp16/bf16 inputs are upcast chunk by chunk, the way a
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_int
-from .accounting import blocks_needed
-from .attention_checks import (check_dense, check_decode_inputs, check_gather, check_prefill, check_scale,
+from ..validation import check_int
+from ..accounting import blocks_needed
+from .validation import (check_dense, check_decode_inputs, check_gather, check_prefill, check_scale,
                                check_write)
 
 __all__ = ["PAD_BLOCK", "TOLERANCES", "check_decode_inputs", "check_scale", "write_kv", "gather_kv",

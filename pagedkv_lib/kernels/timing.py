@@ -1,7 +1,7 @@
 """Decode attention timed on one batch in one process: contiguous torch, paged torch, fused paged.
 
 The Code lesson's live measurement and ``benchmarks/attention.py`` share these pieces. The same
-logical K/V (a :class:`~pagedkv_lib.testing.PagedBatch`) is laid out twice more, the way a
+logical K/V (a :class:`~pagedkv_lib.attention.batch.PagedBatch`) is laid out twice more, the way a
 contiguous server keeps it: per request as ``[1, H_kv, T, D]`` (head-major, what
 ``scaled_dot_product_attention`` wants), and as one padded ``[B, H_kv, T_max, D]`` batch. Methods
 run interleaved, round after round, so a change in machine load hits them all alike.
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import numba_attention as NA
-from .attention_fast import paged_decode_online_fast
-from .testing import PagedBatch, random_paged_batch
+from . import fused_decode as NA
+from ..attention.fast import paged_decode_online_fast
+from ..attention.batch import PagedBatch, random_paged_batch
 
 __all__ = ["ContiguousBatch", "contiguous_layouts", "sdpa_decode", "batched_decode", "time_interleaved",
            "compare_decode_times"]
@@ -88,9 +88,9 @@ def compare_decode_times(lens=(1024,) * 8, *, num_kv_heads: int = 8, group: int 
     """Median seconds of one fp32 decode step by each method, on one batch with ``lens`` tokens.
 
     Keys: ``"contiguous (SDPA per request)"``, ``"contiguous (batched, padded)"``, ``"torch paged"``
-    (:func:`~pagedkv_lib.attention_fast.paged_decode_online_fast`, the fastest torch-level paged
+    (:func:`~pagedkv_lib.attention.fast.paged_decode_online_fast`, the fastest torch-level paged
     decode: it copies each step's blocks before a matmul) and, when numba is installed,
-    ``"fused paged"`` (:func:`~pagedkv_lib.numba_attention.paged_decode_numba`). Without numba that
+    ``"fused paged"`` (:func:`~pagedkv_lib.kernels.fused_decode.paged_decode_numba`). Without numba that
     key is left out and one warning line says so. All methods are first checked to agree (1e-4).
     """
     batch = random_paged_batch(lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,

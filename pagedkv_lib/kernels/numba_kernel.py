@@ -1,8 +1,8 @@
-"""The compiled half of :mod:`pagedkv_lib.numba_attention`: the fused paged decode kernel and its parts.
+"""The compiled half of :mod:`pagedkv_lib.kernels.fused_decode`: the fused paged decode kernel and its parts.
 
 Everything here runs inside numba-compiled code (but :func:`launch_record` and
 :func:`torch_thread_entry`, which prepare a launch), on arguments that
-:func:`pagedkv_lib.numba_attention.paged_decode_numba` has checked: nothing here checks bounds.
+:func:`pagedkv_lib.kernels.fused_decode.paged_decode_numba` has checked: nothing here checks bounds.
 Without numba this module still imports, with ``numba`` set to None.
 
 The kernel keeps the Triton kernel's shape: a program per request (:func:`_decode_request`: a

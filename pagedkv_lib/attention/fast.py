@@ -1,6 +1,6 @@
-"""Faster CPU versions of the paged decode spec in :mod:`pagedkv_lib.attention`, tested equal to it.
+"""Faster CPU versions of the paged decode spec in :mod:`pagedkv_lib.attention.spec`, tested equal to it.
 
-Same contracts, same checks and messages, same results to :data:`~pagedkv_lib.attention.TOLERANCES`
+Same contracts, same checks and messages, same results to :data:`~pagedkv_lib.attention.spec.TOLERANCES`
 (``tests/test_attention_fast.py`` checks each against the spec on random batches). What they
 change is how torch touches memory; each trick is kept only while a same-process A/B run shows
 it faster than the spec (``benchmarks/attention_variants.py``, figures in ``benchmarks/RESULTS.md``):
@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import check_int
-from .accounting import blocks_needed
-from .attention_checks import check_decode_inputs, check_scale
+from ..validation import check_int
+from ..accounting import blocks_needed
+from .validation import check_decode_inputs, check_scale
 
 __all__ = ["paged_decode_gather_fast", "paged_decode_online_fast"]
 
 
 def paged_decode_gather_fast(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables,
                              seq_lens, *, scale: float | None = None) -> torch.Tensor:
-    """:func:`~pagedkv_lib.attention.paged_decode_gather`, with buffers sized for the longest request, reused."""
+    """:func:`~pagedkv_lib.attention.spec.paged_decode_gather`, with buffers sized for the longest request, reused."""
     tables, lens = check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     scale = check_scale(scale, q.shape[-1])
     S = k_cache.shape[1]
@@ -45,7 +45,7 @@ def paged_decode_gather_fast(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
 
 def paged_decode_online_fast(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables,
                              seq_lens, *, scale: float | None = None, step_blocks: int = 64) -> torch.Tensor:
-    """:func:`~pagedkv_lib.attention.paged_decode_online`, each step's K copied into one reused buffer.
+    """:func:`~pagedkv_lib.attention.spec.paged_decode_online`, each step's K copied into one reused buffer.
 
     V is read in place when the cache is fp32 and contiguous (:func:`_weighted_values`), else
     copied like K. Extra memory is ``step_blocks`` blocks of K (and of V when copied). The default

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .accounting import blocks_needed
-from .errors import InvariantError
+from ..accounting import blocks_needed
+from ..errors import InvariantError
 from .prefix_cache import full_blocks
 
 if TYPE_CHECKING:
-    from .allocator import BlockManager
+    from .manager import BlockManager
 
 
 def check_manager(bm: BlockManager) -> None:

@@ -1,7 +1,7 @@
-"""What a :class:`~pagedkv_lib.allocator.BlockManager` can be asked without changing it.
+"""What a :class:`~pagedkv_lib.blocks.manager.BlockManager` can be asked without changing it.
 
 Block tables, token counts, ref counts, the free queue, slot mapping, the ledger figures and the
-invariant check. Kept apart from :mod:`pagedkv_lib.allocator`, so that module reads as the
+invariant check. Kept apart from :mod:`pagedkv_lib.blocks.manager`, so that module reads as the
 algorithm alone (admit, append, fork, free); ``BlockManager`` inherits these methods.
 """
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ._checks import check_int, check_int_array, unhashable_id_error
-from .accounting import blocks_needed
-from .allocator_invariants import check_manager
-from .allocator_stats import AllocatorStats
+from ..validation import check_int, check_int_array, unhashable_id_error
+from ..accounting import blocks_needed
+from .invariants import check_manager
+from .stats import AllocatorStats
 from .slot_mapping import padded_tables, table_slots
 
 

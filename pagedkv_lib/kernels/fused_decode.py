@@ -1,7 +1,7 @@
 """Paged decode attention as one fused CPU kernel, compiled by numba, that reads blocks in place.
 
-Same contract as :func:`pagedkv_lib.attention.paged_decode_online` and the Triton kernel in
-:mod:`pagedkv_lib.triton_attention`, and the same shape of program: one program per request,
+Same contract as :func:`pagedkv_lib.attention.spec.paged_decode_online` and the Triton kernel in
+:mod:`pagedkv_lib.attention.triton_decode`, and the same shape of program: one program per request,
 a loop over that request's blocks through its block table, an online softmax. Torch cannot
 follow a block table inside a matmul, so the torch versions copy each step's blocks first; this
 kernel reads every K/V row where it lies, so paging costs it no copy. What is left is the cost
@@ -12,7 +12,7 @@ Optional dependency: ``pip install 'pagedkv_lib[fast]'`` (numba). Without numba 
 still imports, :data:`NUMBA_MISSING` says why, :func:`paged_decode_numba` raises ImportError
 and :func:`decode_function` falls back to ``paged_decode_online`` with one warning line.
 
-The compiled kernel and what it does for speed on a CPU are in :mod:`pagedkv_lib.numba_kernel`;
+The compiled kernel and what it does for speed on a CPU are in :mod:`pagedkv_lib.kernels.numba_kernel`;
 this module is the checked entry, the launch, and the fallback. Pitfalls, and what is done about each:
 
 * Compile time: the first call compiles for 3-8 s per cache dtype (fp32, or 16-bit).
@@ -24,7 +24,7 @@ this module is the checked entry, the launch, and the fallback. Pitfalls, and wh
   ``fastmath`` share one cache entry. So the kernel is compiled with one set of options only.
 * numba has no float16 arrays: fp16 and bf16 caches are passed as their 16-bit patterns and
   upcast in the kernel through a 65,536-entry fp32 table of every pattern's value.
-* Threads: the kernel runs on torch's own OpenMP threads (:mod:`pagedkv_lib.torch_openmp`),
+* Threads: the kernel runs on torch's own OpenMP threads (:mod:`pagedkv_lib.kernels.torch_openmp`),
   so ``torch.set_num_threads`` sets how many. After a parallel op torch's OpenMP workers spin
   for several milliseconds before they sleep; a second pool started then shares the cores with
   them (on 2 cores, right after per-request SDPA: 7.9 ms on numba's threads, 5.1 ms on torch's).
@@ -55,7 +55,7 @@ import warnings
 import numpy as np
 import torch
 
-from .attention import check_decode_inputs, check_scale, paged_decode_online
+from ..attention.spec import check_decode_inputs, check_scale, paged_decode_online
 from . import numba_kernel, torch_openmp
 from .numba_kernel import NUMBA_IMPORT_ERROR, STEP_TOKENS, numba
 
@@ -75,7 +75,7 @@ __all__ = ["NUMBA_MISSING", "paged_decode_numba", "launch_unchecked", "warm_up",
 
 _LAUNCH_LOCK = threading.Lock()
 PREFER_TORCH_THREADS = True
-"""Run the kernel on torch's own OpenMP threads where torch allows (:mod:`pagedkv_lib.torch_openmp`);
+"""Run the kernel on torch's own OpenMP threads where torch allows (:mod:`pagedkv_lib.kernels.torch_openmp`);
 False: always on numba's threads (``numba.set_num_threads`` then sets their number)."""
 _LAST_POOL: str | None = None
 
@@ -104,10 +104,10 @@ def paged_decode_numba(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     in fp32, fp16 or bf16, on the CPU; ``block_tables [B, max_blocks]`` lists each request's
     physical blocks in logical order (entries past ``ceil(T / S)`` are never read);
     ``seq_lens [B]`` tokens. Returns ``[B, H_q, D]`` in q's dtype; bad arguments raise the same
-    TypeError/ValueError as :func:`pagedkv_lib.attention.paged_decode_online`.
+    TypeError/ValueError as :func:`pagedkv_lib.attention.spec.paged_decode_online`.
 
     Precision: scores, softmax, accumulator and the probabilities that weight V are all fp32;
-    the result is rounded to q's dtype once (within :data:`pagedkv_lib.attention.TOLERANCES`).
+    the result is rounded to q's dtype once (within :data:`pagedkv_lib.attention.spec.TOLERANCES`).
     """
     if numba is None:
         raise ImportError(NUMBA_MISSING)
@@ -116,7 +116,7 @@ def paged_decode_numba(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     devices = sorted({str(t.device) for t in (q, k_cache, v_cache)} - {"cpu"})
     if devices:
         raise ValueError(f"paged_decode_numba runs on the CPU, but q and the caches are on {devices}: "
-                         "move them with .cpu(), or use pagedkv_lib.triton_attention on a GPU")
+                         "move them with .cpu(), or use pagedkv_lib.attention.triton_decode on a GPU")
     return launch_unchecked(q, k_cache, v_cache, tables, lens, scale)
 
 
@@ -181,7 +181,7 @@ def warm_up(dtypes=(torch.float32,)) -> float:
     The first call in a fresh environment compiles for about 6 s per dtype (fp16 and bf16 share
     one version); later processes load it in well under a second. Raises ImportError without numba.
     """
-    from .testing import random_paged_batch
+    from ..attention.batch import random_paged_batch
     start = time.perf_counter()
     for dtype in dtypes:
         paged_decode_numba(*random_paged_batch([1, 3], block_size=2, dtype=dtype).args())
@@ -198,13 +198,13 @@ def threading_layer() -> str:
 def decode_function(fused: bool = True):
     """The decode function a lesson or a model should call: the fused kernel when numba is present.
 
-    Without numba (or with ``fused=False``) returns :func:`pagedkv_lib.attention.paged_decode_online`,
+    Without numba (or with ``fused=False``) returns :func:`pagedkv_lib.attention.spec.paged_decode_online`,
     warning once, in one line, that the fused kernel is missing and how to install it.
     """
     if not fused:
         return paged_decode_online
     if numba is None:
-        warnings.warn(f"{NUMBA_MISSING}; using pagedkv_lib.attention.paged_decode_online instead",
+        warnings.warn(f"{NUMBA_MISSING}; using pagedkv_lib.attention.spec.paged_decode_online instead",
                       stacklevel=2)
         return paged_decode_online
     return paged_decode_numba

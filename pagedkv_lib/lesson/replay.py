@@ -5,7 +5,7 @@ Every request is admitted with its prefix as the prompt (its first tail token wh
 prefix), and then all requests decode together: each step appends one tail token to every
 request that has one left, as a continuous-batching server does, so their blocks interleave in
 the pool. With sharing, a group's members are continuations of one prompt (parallel sampling):
-the first member is admitted, the others :meth:`~pagedkv_lib.allocator.BlockManager.fork` it. ``steps`` stops the batch part way
+the first member is admitted, the others :meth:`~pagedkv_lib.blocks.manager.BlockManager.fork` it. ``steps`` stops the batch part way
 (each request then holds ``prefix + min(steps, tail)`` tokens), so a contiguous arena can show
 the slots it still holds for tokens to come.
 
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ._checks import check_int
-from .allocator import BlockManager
-from .contiguous import ContiguousArena
-from .ledger import Request, _requests
+from ..validation import check_int
+from ..blocks.manager import BlockManager
+from ..blocks.contiguous import ContiguousArena
+from ..ledger import Request, _requests
 
 __all__ = ["live_tokens", "play_paged", "play_contiguous"]
 

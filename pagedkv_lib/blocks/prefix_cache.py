@@ -35,7 +35,7 @@ def full_blocks(tokens: Sequence[int], block_size: int, start: int, stop: int) -
 class PrefixCache:
     """Maps ``(parent id, token ids, salt)`` to a physical block, and each cached block to its key and id.
 
-    Invariants (:meth:`pagedkv_lib.allocator.BlockManager.check_invariants` tests them):
+    Invariants (:meth:`pagedkv_lib.blocks.manager.BlockManager.check_invariants` tests them):
     ``block_of[key[b]] == b`` for every cached block ``b``, and ``key[b] is None`` exactly
     when ``b`` is not cached; ``uid[b]`` is set exactly for cached blocks and is unique.
     """

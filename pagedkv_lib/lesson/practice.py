@@ -2,13 +2,13 @@
 
 Matching is :func:`pagedkv_lib.course.check_value`'s (the checker graded cells use), so a value
 that equals a known wrong answer gets the message naming that mistake. Tries go into the
-record of :mod:`pagedkv_lib.widgets`.
+record of :mod:`pagedkv_lib.lesson.gates`.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from ._record import RECORD, check_id, escape, lookup, now, parse_number, widget_bundle
+from .record import RECORD, check_id, escape, lookup, now, parse_number, widget_bundle
 
 PRACTICES: dict[str, "Practice"] = {}
 
@@ -52,7 +52,7 @@ class Practice:
 
     def check(self, value) -> tuple[bool, str]:
         """Check a value; return ``(right, message)`` and add the try to the record."""
-        from .course import check_value  # here, not at the top: course imports nbconvert (seconds)
+        from ..course import check_value  # here, not at the top: course imports nbconvert (seconds)
         got = parse_number(f"value for {self.id!r}", value) if isinstance(value, str) else value
         left = self.hints_shown < len(self.hints)
         try:
@@ -77,7 +77,7 @@ class Practice:
         return self._widget
 
     def text(self) -> str:
-        return (f"PRACTICE [{self.id}] {self.question}\nNo widgets here? Run: from pagedkv_lib.widgets "
+        return (f"PRACTICE [{self.id}] {self.question}\nNo widgets here? Run: from pagedkv_lib.lesson.gates "
                 f"import check, hint; check({self.id!r}, <your value>), then hint({self.id!r}) for help.")
 
     def __repr__(self) -> str:

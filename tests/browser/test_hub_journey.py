@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from .browser_server import ARTIFACTS, REPO, WINDOW, free_port, require_browser
-from .jlab import accept_dialog, menu, open_notebook, run_all, wait_idle
+from .jlab import accept_dialog, menu, open_notebook, run_all
 from .pages import expect
 from .test_problem_set_in_lab import validate
 
@@ -132,7 +132,7 @@ class HubUser:
         menu(self.page, "Nbgrader", "Assignment List")
         panel = self.page.locator("#nbgrader-assignment-list, .nbgrader-AssignmentList, #assignments").first
         panel.wait_for()
-        expect(panel).not_to_contain_text("Loading, please wait", timeout=60_000)
+        expect(panel).not_to_contain_text("Loading, please wait", use_inner_text=True, timeout=60_000)
         return panel
 
 
@@ -211,6 +211,7 @@ def hub(tmp_path_factory):
     info = {"base": f"http://127.0.0.1:{port}", "tmp": tmp, "make": make, "started": started, "seen": set()}
     try:
         _wait_for_hub(info, ARTIFACTS / "make-hub.log")
+        info["steps"] = {"hub up (accounts, hub, proxy)": time.monotonic() - started}
         yield info
     finally:
         info["seen"] |= _descendants(make.pid) | {make.pid}
@@ -283,6 +284,11 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
     auto, total = points(REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
     users = {n: HubUser(browser, hub["base"], n) for n in (INSTRUCTOR, LEARNER1, LEARNER2)}
     teacher, one, two = users[INSTRUCTOR], users[LEARNER1], users[LEARNER2]
+    steps, last = hub["steps"], [time.monotonic()]
+
+    def step(name: str) -> None:
+        now = time.monotonic()
+        steps[name], last[0] = now - last[0], now
     try:
         for user in users.values():
             user.sign_up()
@@ -291,12 +297,14 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         for user in users.values():
             user.wait_for_lab()
         teacher.shot("01-instructor-lab")
+        step("3 sign-ups, log-ins and server starts")
         hub["seen"] |= _descendants(hub["make"].pid)
 
         # 1. the instructor releases ps2_math from formgrader
         formgrader_click(teacher, "release")
         teacher.shot("02-formgrader-released")
         assert (tmp / "exchange" / "pagedkv" / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists()
+        step("release from formgrader")
 
         # roles: a learner has no formgrader, in the menu or at /formgrader, and cannot open the instructor's server
         panel = one.assignment_list()
@@ -334,6 +342,7 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
             panel.locator("button:text-is('Submit')").first.click()
             expect(panel.locator("button:text-is('Fetch Feedback')").first).to_be_visible(timeout=60_000)
             user.shot(f"05-{user.name}-submitted")
+            step(f"{user.name}: fetch, answer, validate, submit")
 
         # permissions, from learner1's own kernel: not the exchange's inbound, not learner2's submission, not the course
         inbound = tmp / "exchange" / "pagedkv" / "inbound"
@@ -351,18 +360,26 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         out = notebook.locator(".jp-OutputArea-output").last.inner_text()
         one.shot("06-learner1-permission-probe")
         result = json.loads(out[out.index("{"):])
+        kernel = result.pop("kernel")
         assert result == {k: "PermissionError" for k in result}, result
+        # the learner's kernel is the course's: this checkout's venv, with pagedkv_lib importable
+        assert Path(kernel["python"]).parent == REPO / ".venv" / "bin" and kernel["user"] == LEARNER1, kernel
+        assert kernel["pagedkv_lib"].startswith(str(REPO / "pagedkv_lib")), kernel
+        step("roles and permission checks")
 
         # 4. the instructor collects (formgrader), grades with the course's make targets (terminal), releases feedback
         formgrader_click(teacher, "collect")
         teacher.shot("07-formgrader-collected")
         assert sorted(p.name for p in (course / "submitted").iterdir()) == [LEARNER1, LEARNER2]
+        step("collect from formgrader")
         run_in_terminal(teacher, course, "make autograde feedback report", "08-instructor-grading")
         with open(course / "grades.csv", newline="") as f:
             grades = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f)}
         assert grades == {LEARNER1: auto, LEARNER2: 0.0}, grades
+        step("make autograde feedback report (terminal)")
         formgrader_click(teacher, "release-feedback")
         teacher.shot("09-formgrader-feedback-released")
+        step("release feedback from formgrader")
 
         # 5. each learner fetches their feedback and sees their own score
         for user, score in ((one, auto), (two, 0.0)):
@@ -380,7 +397,10 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
             assert found, body[:1500]
             assert (float(found.group(1)), float(found.group(2))) == (score, total), (user.name, found.group(0))
             assert user.name in body or ASSIGNMENT in body
+        step("2 learners fetch and read feedback")
         hub["journey_s"] = time.monotonic() - hub["started"]
+        (SHOTS / "timings.json").write_text(json.dumps({"total_s": hub["journey_s"], "load_1min": os.getloadavg()[0],
+                                                        "steps_s": steps}, indent=1))
         hub["seen"] |= _descendants(hub["make"].pid)
     finally:
         for user in users.values():
@@ -389,16 +409,19 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
             except Exception:   # the page may be gone; the screenshot is a courtesy, the failure is reported anyway
                 pass
             user.context.close()
-    print(f"hub journey: {hub['journey_s']:.0f} s from make hub to the last feedback page")
+    print(f"hub journey: {hub['journey_s']:.0f} s from make hub to the last feedback page; "
+          + "; ".join(f"{k} {v:.0f} s" for k, v in steps.items()))
 
 
 def probe_notebook(attempts: dict[str, str]) -> dict:
-    """A one-cell notebook printing, for each attempt, the exception it raised (or "allowed")."""
+    """A one-cell notebook printing, for each attempt, the exception it raised (or "allowed"), and its kernel."""
     lines = ["import json, os", "result = {}"]
     for name, expr in attempts.items():
         lines += ["try:", f"    {expr}", f"    result[{name!r}] = 'allowed'",
                   "except Exception as err:", f"    result[{name!r}] = type(err).__name__"]
-    lines.append("print(json.dumps(result))")
+    lines += ["import getpass, sys, pagedkv_lib",
+              "result['kernel'] = {'python': sys.executable, 'user': getpass.getuser(), 'pagedkv_lib': pagedkv_lib.__file__}",
+              "print(json.dumps(result))"]
     return {"cells": [{"cell_type": "code", "execution_count": None, "id": "probe", "metadata": {},
                        "outputs": [], "source": "\n".join(lines)}],
             "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},

@@ -10,6 +10,7 @@ process of the test is checked gone, and the users, homes and folders are remove
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import os
 import pwd
@@ -138,25 +139,34 @@ class HubUser:
 
 # ---- the hub and the people on it ---------------------------------------------------------------------
 
-def _descendants(root: int) -> set[int]:
-    """Every live process whose parent chain leads to ``root`` (read from /proc)."""
+def _stat(pid: int) -> list[str]:
+    """Fields of /proc/PID/stat after the command name: [state, ppid, ..., starttime at index 19]."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _descendants(root: int) -> set[tuple[int, str]]:
+    """Every live process whose parent chain leads to ``root``, as (pid, start time): a pid alone may be reused."""
     parent = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                fields = _stat(int(entry.name))
+                parent[(int(entry.name), fields[19])] = int(fields[1])
             except (OSError, IndexError, ValueError):
                 pass
     found, frontier = set(), {root}
     while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier} - found
-        found |= frontier
+        new = {p for p, pp in parent.items() if pp in frontier} - found
+        found |= new
+        frontier = {pid for pid, _ in new}
     return found
 
 
-def _alive(pid: int) -> bool:
+def _alive(proc: tuple[int, str]) -> bool:
+    """Is this very process (same pid and start time) still running and not a zombie?"""
     try:
-        return not (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z")
+        fields = _stat(proc[0])
+        return fields[19] == proc[1] and fields[0] != "Z"
     except OSError:
         return False
 
@@ -178,7 +188,7 @@ def _searchable_for_others(path: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
+def hub():
     """``make hub`` as root with a three-user roster, everything private to this test under one tmp folder."""
     require_browser()
     if os.geteuid() != 0 or not shutil.which("useradd"):
@@ -187,6 +197,8 @@ def hub(tmp_path_factory):
     if not (REPO / "hub" / "node_modules" / ".bin" / "configurable-http-proxy").exists():
         why = "no hub/node_modules: run `make hub` or `make test` once (npm ci installs configurable-http-proxy)"
         pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+    lock = open(Path(tempfile.gettempdir()) / "pkv-hub-test.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)   # the users' names are fixed: one hub test at a time on a machine
     SHOTS.mkdir(parents=True, exist_ok=True)
     for old in SHOTS.glob("*.png"):
         old.unlink()
@@ -214,7 +226,7 @@ def hub(tmp_path_factory):
         info["steps"] = {"hub up (accounts, hub, proxy)": time.monotonic() - started}
         yield info
     finally:
-        info["seen"] |= _descendants(make.pid) | {make.pid}
+        info["seen"] |= _descendants(make.pid)
         left = _stop(info)
         uids = {pwd.getpwnam(u).pw_uid for u in (INSTRUCTOR, LEARNER1, LEARNER2) if _exists(u)}
         stray = _owned_by(uids)
@@ -223,6 +235,7 @@ def hub(tmp_path_factory):
         for p, mode in opened.items():
             os.chmod(p, mode)
         log.close()
+        lock.close()
         gone = [u for u in (INSTRUCTOR, LEARNER1, LEARNER2) if _exists(u)] + ([str(tmp)] if tmp.exists() else [])
         assert not left and not stray and removed.returncode == 0 and not gone, (
             f"left running: {left}; test users' processes: {stray}; still there: {gone}; {removed.stderr}")
@@ -267,12 +280,10 @@ def _stop(info) -> list[int]:
     if make.poll() is None:
         os.killpg(make.pid, signal.SIGKILL)
         make.wait(timeout=10)
-    for p in left:   # what the hub failed to stop: by its pid, never by name
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return left
+    for p in left:   # what the hub failed to stop: by its pid (checked to be the same process), never by name
+        if _alive(p):
+            os.kill(p[0], signal.SIGKILL)
+    return [pid for pid, _ in left]
 
 
 # ---- the journey ----------------------------------------------------------------------------------------
@@ -412,6 +423,15 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
     print(f"hub journey: {hub['journey_s']:.0f} s from make hub to the last feedback page; "
           + "; ".join(f"{k} {v:.0f} s" for k, v in steps.items()))
 
+    # clean stop: SIGTERM to the hub's pid stops the proxy, every server and everything they started
+    assert len(hub["seen"]) >= 5, f"too few processes recorded (hub, proxy, 3 servers): {hub['seen']}"
+    left = _stop(hub)
+    assert left == [], f"still running after the hub stopped: {left}"
+    assert hub["make"].poll() is not None
+    uids = {pwd.getpwnam(u).pw_uid for u in (INSTRUCTOR, LEARNER1, LEARNER2)}
+    assert _owned_by(uids) == [], "a test user still has processes"
+    # the fixture's teardown then removes the users, their homes and the tmp folder, and checks that
+
 
 def probe_notebook(attempts: dict[str, str]) -> dict:
     """A one-cell notebook printing, for each attempt, the exception it raised (or "allowed"), and its kernel."""
@@ -461,15 +481,3 @@ def run_in_terminal(user: HubUser, cwd: Path, command: str, shot: str, timeout: 
     user.shot(shot)
     assert rc.read_text().strip() == "0", log.read_text()[-4000:]
     accept_dialog(page)
-
-
-def test_the_hub_stopped_cleanly_and_left_nothing(hub):
-    """Runs after the journey (same module): stopping by the hub's pid leaves no process, user or folder."""
-    # the fixture's teardown has not run yet; stop here by the same path and read what it found
-    hub["seen"] |= _descendants(hub["make"].pid) | {hub["make"].pid}
-    assert hub["seen"], "no process recorded"
-    left = _stop(hub)
-    assert left == [], f"still running after the hub stopped: {left}"
-    uids = {pwd.getpwnam(u).pw_uid for u in (INSTRUCTOR, LEARNER1, LEARNER2) if _exists(u)}
-    assert _owned_by(uids) == [], "a test user still has processes"
-    assert hub["make"].poll() is not None

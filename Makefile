@@ -9,7 +9,7 @@ ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 # nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
 RUN    := PATH="$(BIN):$$PATH"
 
-.PHONY: setup lab instructor test test-colab test-fast exercises collect autograde feedback export report clean-grading colab
+.PHONY: setup lab instructor hub hub-stop test test-colab test-fast exercises collect autograde feedback export report clean-grading colab
 
 # Which torch (README, "On your own machine"): auto reuses a torch >= 2.4 that $(PYTHON) already has
 # (conda, Colab), else the index's; TORCH=cpu takes PyTorch's CPU-only wheels; TORCH=reuse, TORCH=pypi.
@@ -18,7 +18,7 @@ CHOICE := $(PYTHON) tools/torch_choice.py $(TORCH)
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || { args=$$($(CHOICE) venv) && $(PYTHON) -m venv $$args $(VENV); }
-	args=$$($(CHOICE) pip) && $(BIN)/python -m pip install -q --disable-pip-version-check $$args -e '.[course,dev,triton,fast,browser]'
+	args=$$($(CHOICE) pip) && $(BIN)/python -m pip install -q --disable-pip-version-check $$args -e '.[course,dev,triton,fast,browser,hub]'
 	@# JupyterLab: no "get notified about Jupyter news?" pop-up over the lessons
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	@echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}' > $(VENV)/share/jupyter/lab/settings/overrides.json
@@ -40,7 +40,36 @@ lab: $(STAMP)  ## serve the course to learners in JupyterLab on 127.0.0.1 (print
 instructor: $(STAMP)  ## serve the course to the instructor, with nbgrader's formgrader
 	$(RUN) jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" $(ROOT_OK)
 
-test: $(STAMP)  ## the whole suite: library, properties, notebooks, nbgrader pipeline
+# A class on one server (README, "Teaching a class"; hub/README.md): JupyterHub as root, one system user per
+# roster row, nbgrader's exchange. Its proxy, configurable-http-proxy, comes from the npm registry into hub/node_modules.
+HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
+HUB_PORT  := $(if $(filter command line environment,$(origin PORT)),$(PORT),8000)
+HUB_IP    ?= 127.0.0.1
+ROSTER    ?= hub/roster.csv
+EXCHANGE  ?= /srv/nbgrader/exchange
+HUB_STATE ?= hub/state
+HOMES     ?=
+COURSE    ?=
+
+$(HUB_PROXY): hub/package.json hub/package-lock.json
+	@command -v npm >/dev/null || { echo "the hub's proxy needs node >= 20 and npm (e.g. apt-get install nodejs npm)" >&2; exit 1; }
+	npm ci --prefix hub --no-audit --no-fund --loglevel=error
+	@touch $(HUB_PROXY)
+
+hub: $(STAMP) $(HUB_PROXY)  ## JupyterHub for a class on this server, as root (PORT=8000 ROSTER=hub/roster.csv EXCHANGE=/srv/nbgrader/exchange)
+	@test "$$(id -u)" = 0 || { echo "make hub creates system users and starts servers as them: run it as root (sudo make hub)" >&2; exit 1; }
+	$(BIN)/python hub/accounts.py create --roster "$(abspath $(ROSTER))" --exchange "$(abspath $(EXCHANGE))" \
+		$(if $(HOMES),--homes "$(abspath $(HOMES))") $(if $(COURSE),--course "$(abspath $(COURSE))")
+	@mkdir -p "$(HUB_STATE)" && chmod 700 "$(HUB_STATE)"
+	cd "$(HUB_STATE)" && PATH="$(BIN):$$PATH" PAGEDKV_HUB_IP=$(HUB_IP) PAGEDKV_HUB_PORT=$(HUB_PORT) \
+		PAGEDKV_HUB_STATE="$(abspath $(HUB_STATE))" PAGEDKV_ROSTER="$(abspath $(ROSTER))" \
+		PAGEDKV_EXCHANGE="$(abspath $(EXCHANGE))" PAGEDKV_COURSE="$(if $(COURSE),$(abspath $(COURSE)))" \
+		exec $(BIN)/jupyterhub -f "$(CURDIR)/hub/jupyterhub_config.py"
+
+hub-stop:  ## stop the hub started by make hub (by its pid): it stops every user's server and the proxy
+	kill -TERM $$(cat "$(HUB_STATE)/jupyterhub.pid")
+
+test: $(STAMP) $(if $(shell command -v npm 2>/dev/null),$(HUB_PROXY))  ## the whole suite: library, properties, notebooks, nbgrader pipeline
 	$(RUN) python -m pytest -n 2 --dist loadgroup
 
 # Colab's widget stack: a separate venv with ipywidgets 7.7.1 and notebook 6.5.7 (Colab ships both); the widget

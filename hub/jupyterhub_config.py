@@ -1,0 +1,89 @@
+"""JupyterHub for a class on one server (``make hub``): roster users, nbgrader's exchange, roles by roster.
+
+``make hub`` sets the ``PAGEDKV_HUB_*`` variables read here (see hub/README.md); every path is absolute.
+Each roster user is a real system user (hub/accounts.py makes them); the hub runs as root and starts
+each single-user server as that user, so nbgrader's exchange is guarded by real Unix permissions.
+"""
+import os
+import socket
+import sys
+from pathlib import Path
+
+HUB = Path(__file__).resolve().parent
+sys.path.insert(0, str(HUB))
+from accounts import read_roster  # noqa: E402  (hub/ is not a package)
+
+c = get_config()  # noqa: F821 (provided by JupyterHub)
+
+VENV_BIN = HUB.parent / ".venv" / "bin"
+STATE = Path(os.environ.get("PAGEDKV_HUB_STATE", HUB / "state"))
+EXCHANGE = os.environ.get("PAGEDKV_EXCHANGE", "/srv/nbgrader/exchange")
+ROSTER = {m.id: m for m in read_roster(os.environ.get("PAGEDKV_ROSTER", HUB / "roster.csv"))}
+COURSE = os.environ.get("PAGEDKV_COURSE", "")  # the instructor's course directory; empty: ~/pagedkv
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (the hub's and the proxy's internal APIs)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# Where it listens: 127.0.0.1 unless told (HUB_IP=0.0.0.0 behind TLS); internal APIs on free loopback ports.
+c.JupyterHub.bind_url = f"http://{os.environ.get('PAGEDKV_HUB_IP', '127.0.0.1')}:{os.environ.get('PAGEDKV_HUB_PORT', '8000')}"
+c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{free_port()}"
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{free_port()}"
+# The proxy comes from the npm registry into hub/node_modules (make hub runs npm ci).
+c.ConfigurableHTTPProxy.command = [str(HUB / "node_modules" / ".bin" / "configurable-http-proxy")]
+c.ConfigurableHTTPProxy.pid_file = str(STATE / "proxy.pid")
+# All state in one folder: the database (users and NativeAuthenticator's passwords), cookie secret, pid.
+c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
+c.JupyterHub.pid_file = str(STATE / "jupyterhub.pid")
+# On stop, the hub stops every single-user server and the proxy it started (JupyterHub's defaults, said aloud).
+c.JupyterHub.cleanup_servers = True
+c.JupyterHub.cleanup_proxy = True
+
+# Authentication: pluggable (hub/README.md). NativeAuthenticator: each roster user signs up once at
+# /hub/signup with their roster id and chooses a password; only roster ids are authorised, and the
+# instructors are hub admins (they can discard a claimed account at /hub/authorize).
+c.JupyterHub.authenticator_class = "native"
+c.Authenticator.allowed_users = set(ROSTER)
+c.Authenticator.admin_users = {m.id for m in ROSTER.values() if m.role == "instructor"}
+c.NativeAuthenticator.open_signup = False       # a name not on the roster signs up but can never log in
+c.NativeAuthenticator.minimum_password_length = 10
+c.NativeAuthenticator.check_common_password = True
+
+# Single-user servers: this checkout's venv (pagedkv_lib, nbgrader, the python3 kernel), as the user.
+c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
+c.Spawner.cmd = [str(VENV_BIN / "jupyterhub-singleuser")]
+c.Spawner.default_url = "/lab"
+c.Spawner.http_timeout = 120
+c.Spawner.start_timeout = 180
+
+# Learners: formgrader's server part off; in JupyterLab, formgrader and Create Assignment off
+# (hub/singleuser/learner/labconfig/page_config.json). The Assignment List and Validate stay.
+LEARNER_ARGS = ["--ServerApp.jpserver_extensions={'nbgrader.server_extensions.formgrader': False}"]
+
+
+def role_settings(spawner):
+    """Per role: the Jupyter config folders (nbgrader's exchange and course id in both), the start folder."""
+    member = ROSTER[spawner.user.name]
+    role_dir = HUB / "singleuser" / member.role
+    spawner.environment.update({
+        "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
+        "JUPYTER_CONFIG_PATH": f"{role_dir}:{HUB / 'singleuser' / 'common'}",
+        "PYTHONPATH": str(HUB / "singleuser" / "python"),   # pagedkv_exchange (the private submit)
+        "PAGEDKV_EXCHANGE": EXCHANGE,
+    })
+    if member.role == "instructor":
+        course = COURSE or str(Path(os.path.expanduser(f"~{member.id}")) / "pagedkv")
+        spawner.environment["PAGEDKV_COURSE"] = course
+        spawner.notebook_dir = course
+        spawner.args = []
+    else:
+        spawner.notebook_dir = "~"
+        spawner.args = list(LEARNER_ARGS)
+
+
+c.Spawner.pre_spawn_hook = role_settings

@@ -1,0 +1,483 @@
+"""A class on a real JupyterHub (``make hub``): release, fetch, validate, submit, collect, grade and feedback.
+
+Three real system users (``pkv-hub-instructor``, ``pkv-hub-learner1``, ``pkv-hub-learner2``) sign up on a
+hub started with ``make hub`` on a free loopback port, with a test-private exchange, hub state, homes and
+course copy under one tmp folder. Each user drives their own JupyterLab in chromium. The instructor
+grades with the course's own ``make autograde feedback report`` in their JupyterLab terminal. Screenshots
+of each step go to ``artifacts/browser/hub/``. Whatever happens, the hub is stopped by its pid, every
+process of the test is checked gone, and the users, homes and folders are removed.
+"""
+from __future__ import annotations
+
+import csv
+import fcntl
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .browser_server import ARTIFACTS, REPO, WINDOW, free_port, require_browser
+from .jlab import accept_dialog, menu, open_notebook, run_all
+from .pages import expect
+from .test_problem_set_in_lab import validate
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("hub")]
+
+INSTRUCTOR, LEARNER1, LEARNER2 = "pkv-hub-instructor", "pkv-hub-learner1", "pkv-hub-learner2"
+ASSIGNMENT = "ps2_math"
+PASSWORD = "correct-horse-battery-staple"
+SHOTS = ARTIFACTS / "hub"
+ACCOUNTS = [sys.executable, str(REPO / "hub" / "accounts.py")]
+
+
+def points(notebook: Path) -> tuple[float, float]:
+    """(autograded points, all points) of a source notebook: test cells are autograded, written answers are not."""
+    auto = total = 0.0
+    for cell in json.loads(notebook.read_text())["cells"]:
+        meta = cell["metadata"].get("nbgrader", {})
+        if meta.get("grade"):
+            total += meta["points"]
+            auto += meta["points"] if cell["cell_type"] == "code" and not meta.get("solution") else 0
+    return auto, total
+
+
+def answered(released: dict, source: dict, wrong: bool) -> dict:
+    """``released`` with every answer cell replaced by the solution's, or (``wrong``) its code answers by wrong values."""
+    solutions = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in source["cells"]
+                 if c["metadata"].get("nbgrader", {}).get("solution")}
+    for cell in released["cells"]:
+        gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if gid in solutions and not wrong:
+            cell["source"] = solutions[gid]
+        elif gid in solutions and cell["cell_type"] == "code":
+            cell["source"] = _wrong(solutions[gid])
+    return released
+
+
+def _wrong(solution: str) -> str:
+    """The solution block replaced by a wrong answer: ``return -1`` in a function, else the name bound to -1."""
+    head, rest = solution.split("### BEGIN SOLUTION", 1)
+    indent = re.search(r"\n([ \t]*)$", head).group(1)
+    tail = rest.split("### END SOLUTION", 1)[1]
+    if indent:
+        return f"{head}return -1  # wrong{tail}"
+    name = re.findall(r"^(\w+) = None", head, re.M)[-1]
+    return f"{head}{name} = -1  # wrong{tail}"
+
+
+class HubUser:
+    """One user's browser session on the hub: what jlab.open_notebook needs (``url``, ``close_sessions``)."""
+
+    def __init__(self, browser, base: str, name: str):
+        self.name, self.base = name, base
+        self.context = browser.new_context(viewport=WINDOW)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(90_000)
+        self.page.shots = SHOTS
+
+    def url(self, path: str) -> str:
+        return f"{self.base}/user/{self.name}/{path.lstrip('/')}"
+
+    def api(self, method: str, path: str, data=None):
+        xsrf = next((c["value"] for c in self.context.cookies() if c["name"] == "_xsrf"), "")
+        resp = self.page.request.fetch(self.url(path), method=method, headers={"X-XSRFToken": xsrf},
+                                       data=json.dumps(data) if data is not None else None)
+        assert resp.ok, f"{method} {path} as {self.name}: {resp.status} {resp.text()[:500]}"
+        return resp.json() if resp.text() else None
+
+    def close_sessions(self) -> None:
+        for session in self.api("GET", "api/sessions"):
+            self.api("DELETE", f"api/sessions/{session['id']}")
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+    def sign_up(self) -> None:
+        page = self.page
+        page.goto(f"{self.base}/hub/signup")
+        page.fill("#username_input", self.name)
+        page.fill("#password_input", PASSWORD)
+        page.fill("#password_confirmation_input", PASSWORD)
+        page.click("#signup_submit")
+        # roster ids are authorised at signup; NativeAuthenticator words it "sent to the admin" for non-admins
+        expect(page.locator(".alert-success, .alert-info").first).to_be_visible()
+
+    def log_in(self) -> None:
+        """Log in; the hub starts this user's server (the page waits on spawn-pending meanwhile)."""
+        page = self.page
+        page.goto(f"{self.base}/hub/login")
+        page.fill("#username_input", self.name)
+        page.fill("#password_input", PASSWORD)
+        page.click("#login_submit")
+        page.wait_for_url(re.compile(r".*/(spawn-pending|user)/.*"))
+
+    def wait_for_lab(self) -> None:
+        self.page.wait_for_url(re.compile(rf".*/user/{self.name}/lab.*"), timeout=240_000)
+        self.page.wait_for_selector(".jp-LabShell", timeout=120_000)
+
+    def assignment_list(self):
+        """Open Nbgrader > Assignment List and return its panel."""
+        self.page.goto(self.url(f"lab/workspaces/t{uuid.uuid4().hex[:12]}"))
+        self.page.wait_for_selector(".jp-LabShell")
+        menu(self.page, "Nbgrader", "Assignment List")
+        panel = self.page.locator("#nbgrader-assignment-list, .nbgrader-AssignmentList, #assignments").first
+        panel.wait_for()
+        expect(panel).not_to_contain_text("Loading, please wait", use_inner_text=True, timeout=60_000)
+        return panel
+
+
+# ---- the hub and the people on it ---------------------------------------------------------------------
+
+def _stat(pid: int) -> list[str]:
+    """Fields of /proc/PID/stat after the command name: [state, ppid, ..., starttime at index 19]."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _descendants(root: int) -> set[tuple[int, str]]:
+    """Every live process whose parent chain leads to ``root``, as (pid, start time): a pid alone may be reused."""
+    parent = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = _stat(int(entry.name))
+                parent[(int(entry.name), fields[19])] = int(fields[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = set(), {root}
+    while frontier:
+        new = {p for p, pp in parent.items() if pp in frontier} - found
+        found |= new
+        frontier = {pid for pid, _ in new}
+    return found
+
+
+def _alive(proc: tuple[int, str]) -> bool:
+    """Is this very process (same pid and start time) still running and not a zombie?"""
+    try:
+        fields = _stat(proc[0])
+        return fields[19] == proc[1] and fields[0] != "Z"
+    except OSError:
+        return False
+
+
+def _owned_by(uids: set[int]) -> list[int]:
+    return [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and _uid(e) in uids]
+
+
+def _uid(entry: Path) -> int | None:
+    try:
+        return entry.stat().st_uid
+    except OSError:
+        return None
+
+
+def _searchable_for_others(path: Path) -> list[Path]:
+    """Folders above ``path`` (resolved) that others cannot search, e.g. /root holding a pyenv Python."""
+    return [p for p in Path(os.path.realpath(path)).parents if not os.stat(p).st_mode & stat.S_IXOTH]
+
+
+@pytest.fixture(scope="module")
+def hub():
+    """``make hub`` as root with a three-user roster, everything private to this test under one tmp folder."""
+    require_browser()
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        why = "the hub test creates system users: it runs as root with useradd"
+        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+    if not (REPO / "hub" / "node_modules" / ".bin" / "configurable-http-proxy").exists():
+        why = "no hub/node_modules: run `make hub` or `make test` once (npm ci installs configurable-http-proxy)"
+        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+    lock = open(Path(tempfile.gettempdir()) / "pkv-hub-test.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)   # the users' names are fixed: one hub test at a time on a machine
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SHOTS.glob("*.png"):
+        old.unlink()
+    tmp = Path(tempfile.mkdtemp(prefix="pkv-hub-"))
+    tmp.chmod(0o711)   # the users reach their homes and the exchange through it, and list nothing
+    (tmp / "homes").mkdir(mode=0o711)
+    roster = tmp / "roster.csv"
+    roster.write_text(f"id,role,name\n{INSTRUCTOR},instructor,Hub Test Instructor\n"
+                      f"{LEARNER1},learner,Hub Test Learner One\n{LEARNER2},learner,Hub Test Learner Two\n")
+    # The venv's Python may live where others cannot search (a pyenv under /root): let them for this test only.
+    opened = {p: os.stat(p).st_mode for p in _searchable_for_others(REPO / ".venv" / "bin" / "python")}
+    for p, mode in opened.items():
+        os.chmod(p, mode | stat.S_IXOTH)
+    port = free_port()
+    env = dict(os.environ)
+    log = open(ARTIFACTS / "make-hub.log", "w")
+    started = time.monotonic()
+    make = subprocess.Popen(
+        ["make", "-o", ".venv/.installed", "hub", f"PORT={port}", f"ROSTER={roster}", f"EXCHANGE={tmp / 'exchange'}",
+         f"HUB_STATE={tmp / 'state'}", f"HOMES={tmp / 'homes'}", f"COURSE={tmp / 'course'}"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    info = {"base": f"http://127.0.0.1:{port}", "tmp": tmp, "make": make, "started": started, "seen": set()}
+    try:
+        _wait_for_hub(info, ARTIFACTS / "make-hub.log")
+        info["steps"] = {"hub up (accounts, hub, proxy)": time.monotonic() - started}
+        yield info
+    finally:
+        info["seen"] |= _descendants(make.pid)
+        left = _stop(info)
+        uids = {pwd.getpwnam(u).pw_uid for u in (INSTRUCTOR, LEARNER1, LEARNER2) if _exists(u)}
+        stray = _owned_by(uids)
+        removed = subprocess.run([*ACCOUNTS, "remove", "--roster", str(roster)], capture_output=True, text=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        for p, mode in opened.items():
+            os.chmod(p, mode)
+        log.close()
+        lock.close()
+        gone = [u for u in (INSTRUCTOR, LEARNER1, LEARNER2) if _exists(u)] + ([str(tmp)] if tmp.exists() else [])
+        assert not left and not stray and removed.returncode == 0 and not gone, (
+            f"left running: {left}; test users' processes: {stray}; still there: {gone}; {removed.stderr}")
+
+
+def _exists(user: str) -> bool:
+    try:
+        pwd.getpwnam(user)
+        return True
+    except KeyError:
+        return False
+
+
+def _wait_for_hub(info, log: Path, timeout: float = 180) -> None:
+    import urllib.request
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if info["make"].poll() is not None:
+            raise RuntimeError(f"make hub exited with {info['make'].returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{info['base']}/hub/api/", timeout=5) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"the hub did not answer within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+
+
+def _stop(info) -> list[int]:
+    """SIGTERM to the hub's own pid (it stops the servers and the proxy), then make's group if still there.
+
+    Returns the pids of the test that were still alive after the hub had stopped (should be none)."""
+    pid_file = info["tmp"] / "state" / "jupyterhub.pid"
+    make = info["make"]
+    if pid_file.exists() and make.poll() is None:
+        os.kill(int(pid_file.read_text()), signal.SIGTERM)
+        try:
+            make.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+    left = sorted(p for p in info["seen"] if _alive(p))
+    if make.poll() is None:
+        os.killpg(make.pid, signal.SIGKILL)
+        make.wait(timeout=10)
+    for p in left:   # what the hub failed to stop: by its pid (checked to be the same process), never by name
+        if _alive(p):
+            os.kill(p[0], signal.SIGKILL)
+    return [pid for pid, _ in left]
+
+
+# ---- the journey ----------------------------------------------------------------------------------------
+
+def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
+    tmp, course = hub["tmp"], hub["tmp"] / "course"
+    released = json.loads((REPO / "exercises" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+    source = json.loads((REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text())
+    auto, total = points(REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    users = {n: HubUser(browser, hub["base"], n) for n in (INSTRUCTOR, LEARNER1, LEARNER2)}
+    teacher, one, two = users[INSTRUCTOR], users[LEARNER1], users[LEARNER2]
+    steps, last = hub["steps"], [time.monotonic()]
+
+    def step(name: str) -> None:
+        now = time.monotonic()
+        steps[name], last[0] = now - last[0], now
+    try:
+        for user in users.values():
+            user.sign_up()
+        for user in users.values():   # three servers start at once
+            user.log_in()
+        for user in users.values():
+            user.wait_for_lab()
+        teacher.shot("01-instructor-lab")
+        step("3 sign-ups, log-ins and server starts")
+        hub["seen"] |= _descendants(hub["make"].pid)
+
+        # 1. the instructor releases ps2_math from formgrader
+        formgrader_click(teacher, "release")
+        teacher.shot("02-formgrader-released")
+        assert (tmp / "exchange" / "pagedkv" / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists()
+        step("release from formgrader")
+
+        # roles: a learner has no formgrader, in the menu or at /formgrader, and cannot open the instructor's server
+        panel = one.assignment_list()
+        one.shot("03-learner1-assignment-list")
+        menus = one.page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
+        one.page.locator(".lm-MenuBar-itemLabel:text-is('Nbgrader')").click()
+        items = one.page.locator(".lm-Menu-itemLabel").all_inner_texts()
+        one.page.keyboard.press("Escape")
+        assert "Nbgrader" in menus and "Assignment List" in items, (menus, items)
+        assert not any("Formgrader" in i or "Create Assignment" in i for i in items), items
+        assert one.page.request.get(one.url("formgrader")).status == 404
+        for other in (INSTRUCTOR, LEARNER2):   # their servers run: the hub refuses learner1 access to them
+            resp = one.page.request.get(f"{hub['base']}/user/{other}/api/contents")
+            assert resp.status == 403, (other, resp.status, resp.text()[:300])
+
+        # 2. learner1 fetches, answers correctly, validates and submits; 3. learner2 submits wrong answers
+        for user, wrong in ((one, False), (two, True)):
+            panel = user.assignment_list() if user is two else panel
+            panel.locator("button:text-is('Fetch')").first.click()
+            expect(panel.locator("button:text-is('Submit')").first).to_be_visible(timeout=60_000)
+            path = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+            fetched = user.api("GET", f"api/contents/{path}")["content"]
+            assert [c["source"] for c in fetched["cells"]] == [
+                "".join(c["source"]) for c in released["cells"]], "the fetched set differs from the released one"
+            user.api("PUT", f"api/contents/{path}",
+                     {"type": "notebook", "format": "json", "content": answered(fetched, source, wrong)})
+            open_notebook(user.page, user, path)
+            user.shot(f"04-{user.name}-answered")
+            text = validate(user.page)
+            if wrong:
+                assert "failed" in text.lower() or "error" in text.lower(), text[:1500]
+            else:
+                assert "Success! Your notebook passes all the tests." in text, text[:1500]
+            panel = user.assignment_list()
+            panel.locator("button:text-is('Submit')").first.click()
+            expect(panel.locator("button:text-is('Fetch Feedback')").first).to_be_visible(timeout=60_000)
+            user.shot(f"05-{user.name}-submitted")
+            step(f"{user.name}: fetch, answer, validate, submit")
+
+        # permissions, from learner1's own kernel: not the exchange's inbound, not learner2's submission, not the course
+        inbound = tmp / "exchange" / "pagedkv" / "inbound"
+        theirs = [p for p in inbound.iterdir() if p.name.startswith(LEARNER2 + "+")]
+        assert len(theirs) == 1, sorted(inbound.iterdir())
+        probe = probe_notebook({"list inbound": f"os.listdir({str(inbound)!r})",
+                                "read learner2's submission": f"open({str(theirs[0] / (ASSIGNMENT + '.ipynb'))!r}).read()",
+                                "list learner2's submission": f"os.listdir({str(theirs[0])!r})",
+                                "list the course": f"os.listdir({str(course)!r})",
+                                "read the course's solutions": f"open({str(course / 'solutions' / ASSIGNMENT / (ASSIGNMENT + '.ipynb'))!r}).read()",
+                                "list learner2's home": f"os.listdir(os.path.expanduser('~{LEARNER2}'))"})
+        one.api("PUT", "api/contents/probe.ipynb", {"type": "notebook", "format": "json", "content": probe})
+        notebook = open_notebook(one.page, one, "probe.ipynb")
+        run_all(one.page, notebook)
+        out = notebook.locator(".jp-OutputArea-output").last.inner_text()
+        one.shot("06-learner1-permission-probe")
+        result = json.loads(out[out.index("{"):])
+        kernel = result.pop("kernel")
+        assert result == {k: "PermissionError" for k in result}, result
+        # the learner's kernel is the course's: this checkout's venv, with pagedkv_lib importable
+        assert Path(kernel["python"]).parent == REPO / ".venv" / "bin" and kernel["user"] == LEARNER1, kernel
+        assert kernel["pagedkv_lib"].startswith(str(REPO / "pagedkv_lib")), kernel
+        step("roles and permission checks")
+
+        # 4. the instructor collects (formgrader), grades with the course's make targets (terminal), releases feedback
+        formgrader_click(teacher, "collect")
+        teacher.shot("07-formgrader-collected")
+        assert sorted(p.name for p in (course / "submitted").iterdir()) == [LEARNER1, LEARNER2]
+        step("collect from formgrader")
+        run_in_terminal(teacher, course, "make autograde feedback report", "08-instructor-grading")
+        with open(course / "grades.csv", newline="") as f:
+            grades = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f)}
+        assert grades == {LEARNER1: auto, LEARNER2: 0.0}, grades
+        step("make autograde feedback report (terminal)")
+        formgrader_click(teacher, "release-feedback")
+        teacher.shot("09-formgrader-feedback-released")
+        step("release feedback from formgrader")
+
+        # 5. each learner fetches their feedback and sees their own score
+        for user, score in ((one, auto), (two, 0.0)):
+            panel = user.assignment_list()
+            panel.locator("button:text-is('Fetch Feedback')").first.click()
+            link = panel.locator("a:text-is('view feedback'), a:has-text('feedback')").first
+            expect(link).to_be_visible(timeout=60_000)
+            user.shot(f"10-{user.name}-feedback-fetched")
+            pages = user.api("GET", f"api/contents/{ASSIGNMENT}/feedback")["content"]
+            stamp = pages[0]["name"]
+            user.page.goto(user.url(f"files/{ASSIGNMENT}/feedback/{stamp}/{ASSIGNMENT}.html"))
+            body = user.page.inner_text("body")
+            user.shot(f"11-{user.name}-feedback")
+            found = re.search(r"Score:\s*([\d.]+)\s*/\s*([\d.]+)", body)
+            assert found, body[:1500]
+            assert (float(found.group(1)), float(found.group(2))) == (score, total), (user.name, found.group(0))
+            assert user.name in body or ASSIGNMENT in body
+        step("2 learners fetch and read feedback")
+        hub["journey_s"] = time.monotonic() - hub["started"]
+        (SHOTS / "timings.json").write_text(json.dumps({"total_s": hub["journey_s"], "load_1min": os.getloadavg()[0],
+                                                        "steps_s": steps}, indent=1))
+        hub["seen"] |= _descendants(hub["make"].pid)
+    finally:
+        for user in users.values():
+            try:
+                user.shot(f"zz-{user.name}-last")
+            except Exception:   # the page may be gone; the screenshot is a courtesy, the failure is reported anyway
+                pass
+            user.context.close()
+    print(f"hub journey: {hub['journey_s']:.0f} s from make hub to the last feedback page; "
+          + "; ".join(f"{k} {v:.0f} s" for k, v in steps.items()))
+
+    # clean stop: SIGTERM to the hub's pid stops the proxy, every server and everything they started
+    assert len(hub["seen"]) >= 5, f"too few processes recorded (hub, proxy, 3 servers): {hub['seen']}"
+    left = _stop(hub)
+    assert left == [], f"still running after the hub stopped: {left}"
+    assert hub["make"].poll() is not None
+    uids = {pwd.getpwnam(u).pw_uid for u in (INSTRUCTOR, LEARNER1, LEARNER2)}
+    assert _owned_by(uids) == [], "a test user still has processes"
+    # the fixture's teardown then removes the users, their homes and the tmp folder, and checks that
+
+
+def probe_notebook(attempts: dict[str, str]) -> dict:
+    """A one-cell notebook printing, for each attempt, the exception it raised (or "allowed"), and its kernel."""
+    lines = ["import json, os", "result = {}"]
+    for name, expr in attempts.items():
+        lines += ["try:", f"    {expr}", f"    result[{name!r}] = 'allowed'",
+                  "except Exception as err:", f"    result[{name!r}] = type(err).__name__"]
+    lines += ["import getpass, sys, pagedkv_lib",
+              "result['kernel'] = {'python': sys.executable, 'user': getpass.getuser(), 'pagedkv_lib': pagedkv_lib.__file__}",
+              "print(json.dumps(result))"]
+    return {"cells": [{"cell_type": "code", "execution_count": None, "id": "probe", "metadata": {},
+                       "outputs": [], "source": "\n".join(lines)}],
+            "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def formgrader_click(user: HubUser, action: str) -> None:
+    """On formgrader's Manage Assignments page, press ``action`` (release, collect, release-feedback) for the set."""
+    page = user.page
+    page.goto(user.url("formgrader"))
+    row = page.locator(f"tr:has(td.name:has-text('{ASSIGNMENT}'))").first
+    row.locator(f"td.{action} a").click(timeout=60_000)
+    modal = page.locator("#success-modal, #error-modal").first
+    modal.wait_for(timeout=180_000)
+    text = modal.inner_text()
+    assert modal.get_attribute("id") == "success-modal", text[:3000]
+
+
+def run_in_terminal(user: HubUser, cwd: Path, command: str, shot: str, timeout: float = 400) -> None:
+    """Type ``command`` into a new JupyterLab terminal of ``user``; wait for it to finish; assert it succeeded."""
+    page, rc, log = user.page, cwd / ".hub-test.rc", cwd / ".hub-test.log"
+    page.goto(user.url(f"lab/workspaces/t{uuid.uuid4().hex[:12]}"))
+    page.wait_for_selector(".jp-LabShell")
+    menu(page, "File", "New")
+    page.locator(".lm-Menu-itemLabel:text-is('Terminal')").click()
+    term = page.locator(".jp-Terminal").first
+    term.wait_for()
+    page.wait_for_timeout(1500)
+    term.click()
+    page.keyboard.type(f"cd {cwd} && ({command}) > {log.name} 2>&1; echo $? > {rc.name}\n")
+    deadline = time.monotonic() + timeout
+    while not rc.exists() or not rc.read_text().strip():
+        assert time.monotonic() < deadline, f"{command} did not finish in {timeout:.0f} s"
+        page.wait_for_timeout(1000)
+    page.keyboard.type(f"tail -n 25 {log.name}\n")
+    page.wait_for_timeout(1000)
+    user.shot(shot)
+    assert rc.read_text().strip() == "0", log.read_text()[-4000:]
+    accept_dialog(page)

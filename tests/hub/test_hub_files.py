@@ -1,0 +1,139 @@
+"""hub/'s files that cannot run here: the Zero to JupyterHub values, the single-user image; and the roster.
+
+Kubernetes and helm are not on this machine, so the values file is checked as YAML (yamllint) and
+against the keys the chart documents, the Dockerfile with hadolint; none of it is run. The one-server
+hub itself runs in tests/browser/test_hub_journey.py.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HUB = REPO / "hub"
+BIN = Path(sys.executable).parent
+sys.path.insert(0, str(HUB))
+from accounts import read_roster  # noqa: E402  (hub/ is not a package)
+
+# The Zero to JupyterHub keys hub/k8s/values.yaml uses, with the types the chart documents for them:
+# its configuration reference (https://z2jh.jupyter.org/en/stable/resources/reference.html), generated
+# from jupyterhub/values.schema.yaml in github.com/jupyterhub/zero-to-jupyterhub-k8s (read at 48ea50e,
+# 2026-07-24, chart for JupyterHub 5.5). "open" marks a key whose content the chart passes through:
+# hub.config (JupyterHub traitlets), hub.services.<name>, hub.extraConfig.<name> (Python source).
+DOCUMENTED = {
+    "hub": dict, "hub.config": "open", "hub.services": dict, "hub.services.*": "open",
+    "hub.extraConfig": dict, "hub.extraConfig.*": str,
+    "singleuser": dict, "singleuser.image": dict, "singleuser.image.name": str, "singleuser.image.tag": str,
+    "singleuser.cmd": (list, str), "singleuser.defaultUrl": str, "singleuser.uid": int,
+    "singleuser.cpu": dict, "singleuser.cpu.limit": (int, float), "singleuser.cpu.guarantee": (int, float),
+    "singleuser.memory": dict, "singleuser.memory.limit": str, "singleuser.memory.guarantee": str,
+    "singleuser.storage": dict, "singleuser.storage.type": str, "singleuser.storage.capacity": str,
+    "singleuser.storage.homeMountPath": str,
+    "cull": dict, "cull.enabled": bool, "cull.timeout": int,
+}
+STORAGE_TYPES = {"dynamic", "static", "none"}   # singleuser.storage.type's documented values
+
+
+def _documented(path: tuple):
+    """What the chart documents for ``path`` (a tuple of keys; a key may hold a dot), or None."""
+    return DOCUMENTED.get(".".join(path), DOCUMENTED.get(".".join(path[:-1]) + ".*"))
+
+
+def _paths(tree: dict, prefix: tuple = ()):
+    """Every (path, value) in a nested mapping, parents before children; not below an open or text key."""
+    for key, value in tree.items():
+        path = (*prefix, key)
+        yield path, value
+        if isinstance(value, dict) and _documented(path) not in ("open", str):
+            yield from _paths(value, path)
+
+
+@pytest.fixture(scope="module")
+def values() -> dict:
+    import yaml
+    return yaml.safe_load((HUB / "k8s" / "values.yaml").read_text())
+
+
+def test_the_values_file_passes_yamllint():
+    config = "{extends: default, rules: {line-length: {max: 120}, document-start: disable}}"
+    proc = subprocess.run([str(BIN / "yamllint"), "--strict", "-d", config, str(HUB / "k8s" / "values.yaml")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_key_of_the_values_file_is_one_the_chart_documents_with_its_type(values):
+    seen = set()
+    for path, value in _paths(values):
+        kind = _documented(path)
+        assert kind is not None, f"{'.'.join(path)} is not a key the Zero to JupyterHub chart documents (or not listed here)"
+        if kind != "open":
+            assert isinstance(value, kind), f"{'.'.join(path)}: the chart documents {kind}, got {type(value).__name__}"
+        seen.add(".".join(path))
+    assert values["singleuser"]["storage"]["type"] in STORAGE_TYPES
+    assert {"hub.config", "hub.services.ngshare", "singleuser.image.name"} <= seen
+
+
+def test_the_values_file_authorises_the_roster_and_its_hook_is_python(values):
+    ids = {m.id for m in read_roster(HUB / "roster.csv")}
+    auth = values["hub"]["config"]["Authenticator"]
+    assert set(auth["allowed_users"]) == ids
+    assert set(auth["admin_users"]) == {m.id for m in read_roster(HUB / "roster.csv") if m.role == "instructor"}
+    for name, source in values["hub"]["extraConfig"].items():
+        compile(source, name, "exec")
+
+
+def test_the_single_user_image_passes_hadolint():
+    proc = subprocess.run([str(BIN / "hadolint"), str(HUB / "k8s" / "Dockerfile")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_image_start_script_is_valid_sh():
+    subprocess.run(["sh", "-n", str(HUB / "k8s" / "start-singleuser.sh")], check=True)
+    assert os.access(HUB / "k8s" / "start-singleuser.sh", os.X_OK)
+
+
+def test_the_proxy_is_locked_to_the_version_package_json_names():
+    want = json.loads((HUB / "package.json").read_text())["dependencies"]["configurable-http-proxy"]
+    lock = json.loads((HUB / "package-lock.json").read_text())
+    assert lock["packages"]["node_modules/configurable-http-proxy"]["version"] == want
+
+
+def test_the_learner_config_turns_off_plugins_the_nbgrader_extension_has():
+    disabled = json.loads((HUB / "singleuser" / "learner" / "labconfig" / "page_config.json").read_text())
+    bundle = "".join(p.read_text(errors="replace") for p in
+                     (BIN.parent / "share" / "jupyter" / "labextensions" / "@jupyter" / "nbgrader").rglob("*.js"))
+    for plugin in disabled["disabledExtensions"]:
+        assert f'"{plugin}"' in bundle or f"'{plugin}'" in bundle, f"no plugin {plugin} in nbgrader's lab extension"
+
+
+def test_jupyterhub_loads_the_config_with_the_roster(tmp_path):
+    env = dict(os.environ, PAGEDKV_ROSTER=str(HUB / "roster.csv"), PAGEDKV_HUB_STATE=str(tmp_path),
+               PAGEDKV_EXCHANGE=str(tmp_path / "exchange"), PAGEDKV_HUB_PORT="18000")
+    proc = subprocess.run([str(BIN / "jupyterhub"), "-f", str(HUB / "jupyterhub_config.py"), "--show-config-json"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    config = json.loads(proc.stdout)   # sets come as their repr
+    assert config["JupyterHub"]["bind_url"] == "http://127.0.0.1:18000"
+    assert ast.literal_eval(config["Authenticator"]["allowed_users"]) == {"instructor", "learner1", "learner2"}
+    assert ast.literal_eval(config["Authenticator"]["admin_users"]) == {"instructor"}
+    assert config["ConfigurableHTTPProxy"]["command"][0].endswith("hub/node_modules/.bin/configurable-http-proxy")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("id,role\nann,learner\n", "no name"),
+    ("id,role,name\nann,teacher,Ann\n", "role must be one of"),
+    ("id,role,name\nAnn Lee,learner,Ann\n", "lower-case system user name"),
+    ("id,role,name\nann,instructor,Ann\nann,learner,Ann\n", "appears twice"),
+    ("id,role,name\nann,learner,Ann\n", "no row with role instructor"),
+])
+def test_a_bad_roster_is_refused_naming_the_line_and_the_value(tmp_path, text, message):
+    path = tmp_path / "roster.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        read_roster(path)

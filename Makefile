@@ -45,7 +45,7 @@ instructor: $(STAMP)  ## serve the course to the instructor, with nbgrader's for
 HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
 HUB_PORT  := $(if $(filter command line environment,$(origin PORT)),$(PORT),8000)
 HUB_IP    ?= 127.0.0.1
-ROSTER    ?= hub/roster.csv
+CLASS     ?= hub/roster.csv
 EXCHANGE  ?= /srv/nbgrader/exchange
 HUB_STATE ?= hub/state
 HOMES     ?=
@@ -56,13 +56,13 @@ $(HUB_PROXY): hub/package.json hub/package-lock.json
 	npm ci --prefix hub --no-audit --no-fund --loglevel=error
 	@touch $(HUB_PROXY)
 
-hub: $(STAMP) $(HUB_PROXY)  ## JupyterHub for a class on this server, as root (PORT=8000 ROSTER=hub/roster.csv EXCHANGE=/srv/nbgrader/exchange)
+hub: $(STAMP) $(HUB_PROXY)  ## JupyterHub for a class on this server, as root (PORT=8000 CLASS=hub/roster.csv EXCHANGE=/srv/nbgrader/exchange)
 	@test "$$(id -u)" = 0 || { echo "make hub creates system users and starts servers as them: run it as root (sudo make hub)" >&2; exit 1; }
-	$(BIN)/python hub/accounts.py create --roster "$(abspath $(ROSTER))" --exchange "$(abspath $(EXCHANGE))" \
+	$(BIN)/python hub/accounts.py create --roster "$(abspath $(CLASS))" --exchange "$(abspath $(EXCHANGE))" \
 		$(if $(HOMES),--homes "$(abspath $(HOMES))") $(if $(COURSE),--course "$(abspath $(COURSE))")
 	@mkdir -p "$(HUB_STATE)" && chmod 700 "$(HUB_STATE)"
 	cd "$(HUB_STATE)" && PATH="$(BIN):$$PATH" PAGEDKV_HUB_IP=$(HUB_IP) PAGEDKV_HUB_PORT=$(HUB_PORT) \
-		PAGEDKV_HUB_STATE="$(abspath $(HUB_STATE))" PAGEDKV_ROSTER="$(abspath $(ROSTER))" \
+		PAGEDKV_HUB_STATE="$(abspath $(HUB_STATE))" PAGEDKV_ROSTER="$(abspath $(CLASS))" \
 		PAGEDKV_EXCHANGE="$(abspath $(EXCHANGE))" PAGEDKV_COURSE="$(if $(COURSE),$(abspath $(COURSE)))" \
 		exec $(BIN)/jupyterhub -f "$(CURDIR)/hub/jupyterhub_config.py"
 

@@ -217,7 +217,7 @@ def hub():
     log = open(ARTIFACTS / "make-hub.log", "w")
     started = time.monotonic()
     make = subprocess.Popen(
-        ["make", "-o", ".venv/.installed", "hub", f"PORT={port}", f"ROSTER={roster}", f"EXCHANGE={tmp / 'exchange'}",
+        ["make", "-o", ".venv/.installed", "hub", f"PORT={port}", f"CLASS={roster}", f"EXCHANGE={tmp / 'exchange'}",
          f"HUB_STATE={tmp / 'state'}", f"HOMES={tmp / 'homes'}", f"COURSE={tmp / 'course'}"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     info = {"base": f"http://127.0.0.1:{port}", "tmp": tmp, "make": make, "started": started, "seen": set()}

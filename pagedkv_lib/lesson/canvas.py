@@ -30,7 +30,8 @@ CAUSAL = ("because", "since", "so", "therefore", "thus", "hence", "which means",
 
 MECHANISMS = ("block table", "block tables", "ref count", "ref counts", "reference count", "copy-on-write",
               "copy on write", "tail slack", "slack", "last block", "partial block", "partly filled",
-              "full block", "full blocks", "prefix cache", "prefix caching", "shared prefix", "sharing",
+              "full block", "full blocks", "prefix cache", "prefix caching", "shared prefix", "shared prompt",
+              "sharing",
               "fork", "forks", "forked", "slot mapping", "free queue", "reservation", "fragmentation",
               "ceil", "round up", "rounds up", "rounding up", "online softmax", "indirection", "kv head",
               "kv heads", "grouped-query", "evict", "eviction", "logits", "contiguous", "max context")

@@ -69,7 +69,7 @@ class Check:
 
 def claim(text: str) -> Check:
     """A concrete answer: a number or a named quantity."""
-    found = tuple(m.group(0) for m in _NUMBER.finditer(text)) + tuple(_found(text, QUANTITIES))
+    found = tuple(dict.fromkeys([m.group(0) for m in _NUMBER.finditer(text)] + _found(text, QUANTITIES)))
     return Check("Claim", bool(found), found[:4], "a number or a named quantity (blocks, slots, tokens, bytes, "
                                                    "slack, ...)")
 

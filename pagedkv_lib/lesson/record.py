@@ -75,7 +75,7 @@ def line(e: dict) -> str:
     """The one-line text form of a saved commit."""
     outcome = {True: "right", False: "wrong", None: "not judged here"}[e["right"]]
     value = e["value"] if e["kind"] != "text" else f"{len(str(e['value']).split())} words"
-    return f"Recorded for your instructor: {e['gate']} = {value} ({outcome}), {e['time']}"
+    return f"Saved in this notebook for your instructor: {e['gate']} = {value} ({outcome})"
 
 
 def bundle(e: dict) -> dict:

@@ -127,7 +127,7 @@ class _RoomView:
     def __init__(self, room: ResearchRoom):
         import ipywidgets as w
         self.room, self._pulling = room, False
-        wide, style = w.Layout(width="46em"), {"description_width": "12em"}
+        wide, style = w.Layout(width="48em"), {"description_width": "14em"}
         self.item = w.Dropdown(options=[(f"{i.kind}: {i.title}", i.id) for i in room.lesson.items],
                                value=room.item.id, description="attach to", style=style, layout=wide)
         self.about = w.HTML()

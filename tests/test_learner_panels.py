@@ -11,8 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from pagedkv_lib.lesson import canvas as C, drafts, gates as W, items as I, learning_map, record  # noqa: E402
-from pagedkv_lib.lesson import handoff as H, lab_view as LV  # noqa: E402
+from pagedkv_lib.lesson import canvas as C, gates as W, items as I, learning_map, record  # noqa: E402
+from pagedkv_lib.lesson import lab_view as LV  # noqa: E402
 from pagedkv_lib.lesson.room import COPY_BUTTON, research_room  # noqa: E402
 
 KEYS = {"v", "gate", "notebook", "kind", "value", "right", "misconception", "time"}

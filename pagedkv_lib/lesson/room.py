@@ -165,8 +165,8 @@ class _RoomView:
             for k, control in self.companion.items():
                 control.value = room.choices[k]
             it = room.item
-            self.about.value = (f"<i>{escape(it.content if it.function is None else it.content + ' (' + it.function + ')')}"
-                                f"</i><br>" + _list_html("Evidence to inspect", it.evidence)
+            content = it.content if it.function is None else f"{it.content} ({it.function})"
+            self.about.value = (f"<i>{escape(content)}</i><br>" + _list_html("Evidence to inspect", it.evidence)
                                 + _list_html("What would resolve this", it.resolve))
             self.message.value = room.message
             self.handoff.value = room.handoff()

@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from . import jlab
 from .jlab import menu, open_notebook, run_all, wait_idle
 from .pages import commit_first_choice, expect, gate_boxes
 
@@ -18,6 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("br
 
 MIME = "application/vnd.pagedkv.prediction+json"
 LESSON = "notebooks/01_intuition.ipynb"
+REPLAY = "code: replay.play_paged: the batch on the real block manager"   # an item of the room's list
 
 
 def saved_records(path, timeout: float = 30) -> list[dict]:
@@ -75,7 +75,7 @@ def test_the_research_room_is_opened_filled_copied_and_its_draft_restored(lab, p
     room = room_of(notebook)
     handoff = room.locator(".pagedkv-handoff textarea")
     assert "Selected item (claim): The central claim" in handoff.input_value()
-    room.locator(".widget-dropdown:has(label:text-is('attach to')) select").select_option(label="code: replay.play_paged: the batch on the real block manager")
+    room.locator(".widget-dropdown:has(label:text-is('attach to')) select").select_option(label=REPLAY)
     expect(room).to_contain_text("What play_paged does at admission")
     question = room.locator(".widget-textarea:has(label:text-is('your question')) textarea")
     question.fill("Why does A1's fourth block land in block 9?")
@@ -109,8 +109,7 @@ def test_the_research_room_is_opened_filled_copied_and_its_draft_restored(lab, p
     again = open_notebook(page, lab, LESSON)
     run_all(page, again)
     room = room_of(again)
-    room.locator(".widget-dropdown:has(label:text-is('attach to')) select").select_option(
-        label="code: replay.play_paged: the batch on the real block manager")
+    room.locator(".widget-dropdown:has(label:text-is('attach to')) select").select_option(label=REPLAY)
     expect(room.locator(".widget-text:has(label:text-is('draft: next action')) input")).to_have_value(
         "replay with S = 8")
     assert "Draft restored" in room.inner_text()

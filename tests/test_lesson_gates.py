@@ -53,3 +53,18 @@ def test_code_lines_fit_a_1280_pixel_window(path):
     for c in cells(path):
         if c.cell_type == "code" and "colab-setup" not in c.metadata.get("tags", []):
             assert max(map(len, c.source.splitlines()), default=0) <= 88, c.source[:60]
+
+
+@pytest.mark.parametrize("path", ALL_LESSONS, ids=lambda p: p.stem)
+def test_lesson_opens_with_its_map_and_lens_and_ends_with_the_research_room(path):
+    from pagedkv_lib.lesson.items import lesson
+
+    nb = cells(path)
+    opening = next(i for i, c in enumerate(nb) if "learning_map.lens(" in c.source)
+    assert opening <= 3 and f'learning_map.show("{path.stem}")' in nb[opening].source
+    shown_before = "\n".join(c.source for c in nb[:opening]).lower()
+    lens = lesson(path.stem).lens
+    assert lens.answer.lower() not in shown_before, "the lens is answered on screen before it is asked"
+    assert lens.reveal[:40].lower() not in shown_before
+    assert f'research_room("{path.stem}", "claim"' in nb[-1].source
+    assert any("W.practice(" in c.source and "canvas=True" in c.source for c in nb), "no practice has a canvas"

@@ -2,7 +2,9 @@
 
 After every code cell a probe cell commits each gate that is armed and not yet committed, with a
 choice or number that is wrong where one exists, so the wrong-answer reveal is exercised too. It then
-checks what a learner would see: the reveal shown once, a second commit refused. ``make test-colab``
+checks what a learner would see: the reveal shown once, a second commit refused. Every commit must be
+saved in the executed notebook: one output of the record's mime type per gate, in the cell that shows
+the gate (the probe clicks, so the record fills the gate's slot there). ``make test-colab``
 runs this file under ipywidgets 7.7.1 (Colab's version) as well as the main suite does under 8.x.
 """
 import json
@@ -12,6 +14,7 @@ import nbformat
 import pytest
 
 from conftest import LESSONS, execute_lesson
+from pagedkv_lib.lesson.record import MIME
 
 PROBE = '''\
 from pagedkv_lib.lesson import gates as _W
@@ -62,3 +65,13 @@ def test_lesson_runs_with_every_gate_committed(path: Path, monkeypatch):
     gates = sum(c.source.count(call) for c in nb.cells if c.source != PROBE
                 for call in ("W.predict(", "AllocationLab(", "SimulatorLab("))
     assert gates >= 1 and len(committed) >= gates, (committed, gates)
+    saved = [(i, o["data"][MIME]) for i, c in enumerate(nb.cells) if c.source != PROBE
+             for o in c.get("outputs", []) if MIME in o.get("data", {})]
+    by_gate = {e["gate"]: (i, e) for i, e in saved}
+    assert set(committed) <= set(by_gate), set(committed) - set(by_gate)
+    for gid in committed:
+        i, e = by_gate[gid]
+        assert e["v"] == 1 and e["notebook"] == path.stem and e["kind"] in ("choice", "number"), e
+        assert e["right"] in (True, False) and e["time"].endswith("+00:00"), e
+        shows = nb.cells[i].source
+        assert any(call in shows for call in ("W.predict(", "lens(", "Lab(", "the_lab", "sim")), (gid, shows[:80])

@@ -258,18 +258,36 @@ def test_tied_choices_each_count_as_right_and_callable_reveals_draw_at_reveal_ti
 def test_in_a_kernel_the_gate_is_a_widget_and_commit_shows_the_reveal_under_its_cell():
     import nbformat
     from nbclient import NotebookClient
+    from pagedkv_lib.lesson.record import MIME
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in (
         "import matplotlib.pyplot as plt\nfrom pagedkv_lib.lesson import gates as W\n"
-        "fig, ax = plt.subplots()\nax.plot([0, 1])\n"
+        "W.set_notebook('t')\nfig, ax = plt.subplots()\nax.plot([0, 1])\n"
         "W.predict('q', 'Which?', choices=['a', 'b'], answer='b', reveal=[fig, 'why: b'])",
-        "W.commit('q', 'a')")]
+        "W.commit('q', 'a')",
+        "W.predict('q2', 'Which?', choices=['a', 'b'], answer='b', mistakes={'a': 'the a mistake'})",
+        "v = W.gate('q2').widget\nv.input.value = 'a'\nv._on_commit()   # what a click runs",
+        "W.practice('p', 'Blocks?', answer=2, canvas=True)",
+        "v = W._practice_module.PRACTICES['p'].widget\nv.canvas.value = '2 blocks because of tail slack, see lesson 02'\n"
+        "v.input.value = '3'\nv._on_check()\nv.input.value = '2'\nv._on_check()")]
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-    gate_out, commit_out = (c.outputs for c in nb.cells)
+    outs = [c.outputs for c in nb.cells]
+    gate_out = [o for o in outs[0] if o.get("data")]
     assert len(gate_out) == 1, "the figure handed to the reveal must not show at the end of the cell"
     assert "application/vnd.jupyter.widget-view+json" in gate_out[0]["data"]
-    assert "why: b" not in str(gate_out) and "image/png" not in str(gate_out)
-    kinds = [next(iter(set(o["data"]) - {"text/plain"})) for o in commit_out]
+    assert "why: b" not in str(outs[0]) and "image/png" not in str(outs[0])
+    saved = [o["data"][MIME] for o in outs[1] if MIME in o.get("data", {})]
+    assert [(e["gate"], e["value"], e["right"], e["notebook"]) for e in saved] == [("q", "a", False, "t")]
+    kinds = [next(iter(set(o["data"]) - {"text/plain"})) for o in outs[1] if MIME not in o["data"]]
     assert kinds == ["text/markdown", "image/png", "text/markdown"]
-    assert "You predicted a; it is b (wrong)." in commit_out[0]["data"]["text/markdown"]
+    reveal = [o for o in outs[1] if "text/markdown" in o["data"]][0]
+    assert "You predicted a; it is b (wrong)." in reveal["data"]["text/markdown"]
+    # a click's commit is saved in the cell that shows the gate (its slot), not where the click ran
+    clicked = [o["data"][MIME] for o in outs[2] if MIME in o.get("data", {})]
+    assert [(e["gate"], e["value"], e["misconception"]) for e in clicked] == [("q2", "a", "the a mistake")]
+    assert not any(MIME in o.get("data", {}) for o in outs[3])
+    practice = {o["data"][MIME]["kind"]: o["data"][MIME] for o in outs[4] if MIME in o.get("data", {})}
+    assert practice["number"]["value"] == 3 and practice["number"]["right"] is False   # the first try
+    assert practice["text"]["checks"] == {"claim": True, "mechanism": True, "bridge": True}
+    assert not any(MIME in o.get("data", {}) for o in outs[5])

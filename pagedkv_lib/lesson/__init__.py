@@ -1,8 +1,13 @@
 """What the notebooks use, and only they: nothing else in :mod:`pagedkv_lib` imports this package.
 
 * :mod:`.gates`: predictions that stay hidden until committed, and their record.
-* :mod:`.practice`: the practice loop with hints and known mistakes.
-* :mod:`.record`: the helpers gates and practice share (ids, the record, widget bundles).
+* :mod:`.record`: each commit saved with the notebook, as an output of its own mime type.
+* :mod:`.practice`, :mod:`.canvas`: the practice loop with hints and known mistakes; its answer
+  canvas's three word-rule checks (Claim, Mechanism, Bridge).
+* :mod:`.items`, :mod:`.learning_map`: each lesson's items, central claim and opening lens; its map.
+* :mod:`.room`, :mod:`.handoff`, :mod:`.drafts`: the research room, its grounded hand-off text, and
+  its draft file beside the notebook.
+* :mod:`.inputs`, :mod:`.views`: checked ids and numbers; widget-or-text display bundles.
 * :mod:`.viz`: figures of accounting and of live allocator state.
 * :mod:`.replay`: a ledger batch played on the real allocators.
 * :mod:`.lab`, :mod:`.lab_view`: the Demo lesson's allocation and simulator labs (plain core; widgets).

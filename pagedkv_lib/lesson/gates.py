@@ -8,8 +8,9 @@ handlers even on a disabled button, so every handler asks :attr:`Gate.committed`
 
 Where widgets cannot render (a terminal, plain nbconvert) the gate's text form says how to
 commit with :func:`commit`; the same rule applies. Every commit, and every practice check
-(:mod:`pagedkv_lib.lesson.practice`, re-exported here), lands in one record: :func:`record`,
-:func:`save_record`. Only ipywidgets APIs present in both 7.7 (Colab) and 8.x are used.
+(:mod:`.practice`, re-exported here), lands in the kernel's record (:func:`record`,
+:func:`save_record`) and is saved with the notebook as an output of its own type
+(:mod:`.record`). Only ipywidgets APIs present in both 7.7 (Colab) and 8.x are used.
 """
 from __future__ import annotations
 
@@ -20,8 +21,11 @@ import os
 from typing import Any, Sequence
 
 from . import practice as _practice_module
-from .record import RECORD, check_id, escape, lookup, now, parse_number, widget_bundle
-from .practice import Practice, check, hint, practice  # noqa: F401 (the lesson API: W.practice, ...)
+from . import record as saved
+from .inputs import check_id, lookup, parse_number
+from .practice import Practice, check, explain, hint, practice  # noqa: F401 (the lesson API: W.practice, ...)
+from .record import RECORD, Slot, now, set_notebook  # noqa: F401 (W.set_notebook)
+from .views import escape, in_kernel, widget_bundle
 
 _GATES: dict[str, "Gate"] = {}
 
@@ -68,10 +72,17 @@ class Gate:
     tuple of them: each counts as right. ``reveal`` holds matplotlib figures (or axes), markdown
     strings, zero-argument callables returning either (called at reveal time), or any
     displayable object, shown in order after the commit.
+
+    ``answer=None`` makes an ungraded prediction: recorded, never judged in the notebook (a
+    problem set's opening predictions, whose answers are the questions ahead; ``about`` names the
+    nbgrader grade id of that question). ``mistakes`` maps a wrong choice (or a wrong number,
+    matched within ``tolerance``) to the known misconception it stands for; it goes into the
+    saved record, never on screen before the commit.
     """
 
     def __init__(self, qid: str, question: str, *, answer, choices: Sequence | None = None,
-                 number: str | None = None, reveal: Sequence = (), tolerance: float = 0.1):
+                 number: str | None = None, reveal: Sequence = (), tolerance: float = 0.1,
+                 mistakes: dict | None = None, about: str | None = None):
         self.id = check_id(qid)
         if not isinstance(question, str) or not question.strip():
             raise TypeError(f"question of {qid!r} must be a non-empty string, got {question!r}")
@@ -84,22 +95,32 @@ class Gate:
                 raise ValueError(f"choices of {qid!r} must be at least two distinct options, got {choices!r}")
             tied = isinstance(answer, tuple) and answer not in choices
             ok = (len(answer) > 0 and all(a in choices for a in answer)) if tied else answer in choices
-            if not ok:
+            if not ok and answer is not None:
                 raise ValueError(f"answer of {qid!r} must be one of its choices {choices!r} (or a tuple of "
                                  f"tied choices), got {answer!r}")
         else:
             if not isinstance(number, str):
                 raise TypeError(f"number of {qid!r} must name the units as a string, got {number!r}")
-            answer = parse_number(f"answer of {qid!r}", answer)
+            answer = None if answer is None else parse_number(f"answer of {qid!r}", answer)
+        mistakes = dict(mistakes or {})
+        if choices is not None and not set(mistakes) <= set(choices):
+            raise ValueError(f"mistakes of {qid!r} must be keyed by its choices {choices!r}, got {list(mistakes)!r}")
+        if any(not isinstance(m, str) or not m.strip() for m in mistakes.values()):
+            raise ValueError(f"mistakes of {qid!r} must map to non-empty explanations, got {mistakes!r}")
+        if about is not None:
+            check_id(about)
         if not (isinstance(tolerance, numbers.Real) and 0 <= tolerance < 1):
             raise ValueError(f"tolerance of {qid!r} must be a relative tolerance in [0, 1), got {tolerance!r}")
         if isinstance(reveal, (str, bytes)) or not hasattr(reveal, "__iter__"):
             reveal = [reveal]
         self.question, self.choices, self.units = question, choices, number
         self.answer, self.tolerance = answer, float(tolerance)
+        self.mistakes, self.about = mistakes, about
         self.reveal_items = _hold_figures(reveal)
         self.prediction = None
-        self.outcome: str | None = None   # "right" or "wrong" once committed
+        self.outcome: str | None = None   # "right", "wrong" or "recorded" (ungraded) once committed
+        self.saved: dict | None = None    # the record saved with the notebook (record.entry)
+        self.slot: Slot | None = None     # where a click's commit is saved (the cell showing the gate)
         self.revealed = False
         self._widget = None
 
@@ -109,10 +130,12 @@ class Gate:
     def committed(self) -> bool:
         return self.outcome is not None
 
-    def commit(self, value) -> dict:
+    def commit(self, value, *, clicked: bool = False) -> dict:
         """Commit a prediction (a choice, or a number); return its record entry. A commit is final.
 
-        A bad value raises ``ValueError`` and changes nothing; so does a second commit.
+        A bad value raises ``ValueError`` and changes nothing; so does a second commit. The saved
+        record goes into the running cell's output, or (``clicked``, from the widget) into the
+        gate's :class:`~.record.Slot`, in the cell that shows the gate.
         """
         if self.committed:
             raise ValueError(f"{self.id!r} is already committed (you predicted {self._shown(self.prediction)}); "
@@ -122,16 +145,24 @@ class Gate:
             if not matches:
                 raise ValueError(f"prediction for {self.id!r} must be one of {self.choices!r}, got {value!r}")
             value = matches[0]
-            right = self.is_right(value)
+            right = None if self.answer is None else self.is_right(value)
+            mistake = self.mistakes.get(value)
         else:
             value = parse_number(f"prediction for {self.id!r}", value)
-            right = _close(value, self.answer, self.tolerance)
-        self.prediction, self.outcome = value, "right" if right else "wrong"
+            right = None if self.answer is None else _close(value, self.answer, self.tolerance)
+            mistake = next((m for v, m in self.mistakes.items() if _close(value, v, self.tolerance)), None)
+        self.prediction, self.outcome = value, {True: "right", False: "wrong", None: "recorded"}[right]
         entry = {"id": self.id, "kind": "predict", "question": self.question,
                  "choice": value if self.choices is not None else None,
                  "value": value if self.choices is None else None,
                  "answer": self.answer, "outcome": self.outcome, "time": now()}
         RECORD.append(entry)
+        self.saved = saved.entry(self.id, "choice" if self.choices is not None else "number", value, right,
+                                 None if right else mistake, question=self.about)
+        if clicked and self.slot is not None and self.slot.shown and self.slot.empty:
+            self.slot.fill(self.saved)
+        else:
+            saved.emit(self.saved)
         self._reveal()
         return dict(entry)
 
@@ -139,6 +170,9 @@ class Gate:
         """``"you predicted X; it is Y"``, only after a commit (empty before)."""
         if not self.committed:
             return ""
+        if self.answer is None:
+            return (f"You predicted {self._shown(self.prediction)}. It is recorded, not judged here: "
+                    "the question it is about tells you.")
         return (f"You predicted {self._shown(self.prediction)}; it is {self._shown(self.answer)} "
                 f"({self.outcome}).")
 
@@ -201,6 +235,16 @@ class Gate:
     def _repr_mimebundle_(self, include=None, exclude=None):
         return widget_bundle(self.text(), lambda: self.widget)
 
+    def _ipython_display_(self):
+        """In a notebook: the gate, then its slot (empty until a click commits; saved with the notebook)."""
+        from IPython.display import display
+        display(self._repr_mimebundle_(), raw=True)
+        if self.slot is None:
+            self.slot = Slot()
+            if self.saved is not None:
+                self.slot.data = saved.bundle(self.saved)
+        self.slot.show()
+
 
 def _close(value, answer, tolerance: float) -> bool:
     """A number prediction is right within ``tolerance`` (relative), through the course's matcher."""
@@ -242,7 +286,7 @@ class _GateView:
             self.message.value = "Choose or type a prediction first."
             return
         try:
-            self.gate.commit(value)
+            self.gate.commit(value, clicked=True)
         except ValueError as err:
             self.message.value = str(err)
             return
@@ -259,18 +303,20 @@ class _GateView:
 # ------------------------------------------------------------------ the module-level API
 
 def predict(qid: str, question: str, *, answer, choices: Sequence | None = None, number: str | None = None,
-            reveal: Sequence = (), tolerance: float = 0.1) -> Gate:
+            reveal: Sequence = (), tolerance: float = 0.1, mistakes: dict | None = None,
+            about: str | None = None) -> Gate:
     """Build (and register under ``qid``) a gated prediction; display the returned :class:`Gate`.
 
-    Running the cell again keeps an earlier commit of the same question (a commit is final);
-    a changed question or answer gets a fresh gate.
+    Running the cell again keeps an earlier commit of the same question (a commit is final), and
+    its saved record; a changed question or answer gets a fresh gate.
     """
     gate = Gate(qid, question, answer=answer, choices=choices, number=number, reveal=reveal,
-                tolerance=tolerance)
+                tolerance=tolerance, mistakes=mistakes, about=about)
     old = _GATES.get(qid)
     if old is not None and old.committed and (old.question, old.answer, old.choices, old.units) == (
             gate.question, gate.answer, gate.choices, gate.units):
         gate.prediction, gate.outcome, gate.revealed = old.prediction, old.outcome, True
+        gate.saved = old.saved
     return arm(gate)
 
 
@@ -295,8 +341,7 @@ def commit(qid: str, value) -> None:
     """
     g = gate(qid)
     g.commit(value)
-    from IPython import get_ipython
-    if getattr(get_ipython(), "kernel", None) is None:
+    if not in_kernel():
         figures = sum(1 for i in g.reveal_items if not isinstance(i, str))
         print(g.text() + (f"\n({figures} figure(s): open the lesson in Jupyter to see them)" if figures else ""))
         return
@@ -322,5 +367,6 @@ def reset() -> None:
     RECORD.clear()
     _GATES.clear()
     _practice_module.PRACTICES.clear()
+    saved._NOTEBOOK.clear()
 
 

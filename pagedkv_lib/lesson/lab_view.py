@@ -16,7 +16,8 @@ from matplotlib.patches import Patch
 
 from . import viz, gates as W
 from ..validation import check_choice, check_int
-from .record import widget_bundle
+from .record import Slot
+from .views import widget_bundle
 from .lab import DESCRIPTIONS, EFFECTS, TRACES, LabRun, explain, ledger_table, run_lab
 from ..sim import POLICIES, alpaca_like, format_table, parallel_sampling, run_policies, sharegpt_like
 from ..sim.plots import plot_results
@@ -24,6 +25,25 @@ from .gates import Gate
 
 MAP_LIMIT = 160
 """Most pool blocks drawn as a block map; larger pools get one row of blocks per sequence."""
+
+SAVED_COMMITS = 8
+"""Commits of one lab saved with the notebook (each needs an output slot made when the lab cell ran);
+later ones stay in the kernel's record (``gates.record()``)."""
+
+
+class _Slotted:
+    """A lab shown with :data:`SAVED_COMMITS` slots under it; each armed gate takes the first empty one."""
+
+    slots: list
+
+    def _slot(self) -> Slot | None:
+        return next((s for s in self.slots if s.empty), None)
+
+    def _ipython_display_(self):
+        from IPython.display import display
+        display(self._repr_mimebundle_(), raw=True)
+        for slot in self.slots:
+            slot.show()
 
 
 def plot_tables(run: LabRun, ax=None):
@@ -101,7 +121,7 @@ def slots_figure(run: LabRun):
     return fig
 
 
-class AllocationLab:
+class AllocationLab(_Slotted):
     """Controls, a gated prediction, and (after the commit) what the block manager did."""
 
     def __init__(self, trace: str = "A1-A3 batch", block_size: int = 16, sharing: bool = True, n: int = 4):
@@ -119,6 +139,7 @@ class AllocationLab:
         self.box = w.VBox([self.trace, self.block_size, self.n, self.sharing, self.about, self.gate_box])
         self.run: LabRun | None = None
         self.gate: Gate | None = None
+        self.slots = [Slot() for _ in range(SAVED_COMMITS)]
         for control in (self.trace, self.block_size, self.sharing, self.n):
             control.observe(self._arm, names="value")
         self._arm()
@@ -133,6 +154,7 @@ class AllocationLab:
         self.gate = W.arm(Gate("lab-effect", question, choices=EFFECTS, answer=run.dominant,
                                reveal=[lambda: block_map_figure(run), ledger_table(run),
                                        lambda: slots_figure(run), explain(run)]))
+        self.gate.slot = self._slot()
         self.about.value = f"<i>This trace:</i> {DESCRIPTIONS[run.trace]}."
         self.gate_box.children = (self.gate.widget.box,)
 
@@ -160,6 +182,19 @@ class AllocationLab:
         """Commit a prediction from code, as :func:`pagedkv_lib.lesson.gates.commit` does."""
         W.commit(self.gate.id, choice)
 
+    def state(self) -> dict:
+        """The controls as they stand (trace, block size, sharing, n): what a demo state hands on."""
+        run = self.run
+        state = {"trace": run.trace, "block size S": run.block_size, "sharing": "on" if run.sharing else "off"}
+        if run.trace in ("parallel sampling", "beam search"):
+            state["n"] = run.n
+        return state
+
+    def ask(self, folder=None):
+        """The Demo lesson's research room on this lab's state (and your prediction, once committed)."""
+        from .room import research_room
+        return research_room("04_demo", "lab", lab=self, folder=folder)
+
     def text(self) -> str:
         return ("ALLOCATION LAB (without widgets, change controls with this object's "
                 ".set(trace=..., block_size=..., sharing=..., n=...))\n" + self.gate.text())
@@ -185,7 +220,7 @@ def batch_ratio(results) -> float:
     return by["paged"] / by["max"]
 
 
-class SimulatorLab:
+class SimulatorLab(_Slotted):
     """Run the five policies on a chosen trace, gate the batch-size prediction, then show the figure."""
 
     def __init__(self, trace: str = "ShareGPT-like, 300 requests"):
@@ -197,6 +232,7 @@ class SimulatorLab:
         self.gate_box = w.VBox()
         self.box = w.VBox([self.trace, self.progress, self.gate_box])
         self.results, self.gate = None, None
+        self.slots = [Slot() for _ in SIM_TRACES]
         self.trace.observe(self._arm, names="value")
         self._arm()
 
@@ -217,6 +253,7 @@ class SimulatorLab:
             "than under 'max'?", number="x", answer=round(ratio, 1), tolerance=0.25,
             reveal=[lambda: plot_results(results, name, paper=name.startswith("ShareGPT-like, 3")),
                     "```\n" + format_table(rows) + "\n```", _sim_note(results, ratio)]))
+        self.gate.slot = self._slot()
         self.gate_box.children = (self.gate.widget.box,)
 
     def commit(self, value) -> None:

@@ -1,14 +1,23 @@
-"""The practice loop: try a value, then up to three hints one at a time, then try again.
+"""The practice loop: try a value, then up to three hints one at a time, then try again; and an answer canvas.
 
 Matching is :func:`pagedkv_lib.course.check_value`'s (the checker graded cells use), so a value
-that equals a known wrong answer gets the message naming that mistake. Tries go into the
-record of :mod:`pagedkv_lib.lesson.gates`.
+that equals a known wrong answer gets the message naming that mistake. A practice with
+``canvas=True`` also has a text area for the learner's explanation, with the three checks of
+:mod:`.canvas` shown as they become true; the misconception check on the value comes after.
+Tries go into the kernel's record (:mod:`.gates`); the first try (the learner's prediction,
+before any hint) and the latest checked canvas are saved with the notebook (:mod:`.record`).
 """
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Sequence
 
-from .record import RECORD, check_id, escape, lookup, now, parse_number, widget_bundle
+from . import canvas as _canvas
+from . import record as saved
+from .inputs import check_id, lookup, parse_number
+from .record import RECORD, Slot, now
+from .views import escape, widget_bundle
 
 PRACTICES: dict[str, "Practice"] = {}
 
@@ -18,13 +27,16 @@ class Practice:
 
     Each try goes through :func:`pagedkv_lib.course.check_value`, whose message names the
     mistake when the value matches a known wrong answer in ``mistakes`` (``{wrong value:
-    explanation}``). Hints unlock after the first try: guess first, then get help.
+    explanation}``). Hints unlock after the first try: guess first, then get help. With
+    ``canvas=True`` the learner also explains the answer in words (:meth:`explain`);
+    ``bridges`` adds neighbouring ideas of this practice to the Bridge check's words.
     """
 
     MAX_HINTS = 3
 
     def __init__(self, pid: str, question: str, *, answer, hints: Sequence[str] = (),
-                 mistakes: dict | None = None, units: str = "", rel_tol: float = 1e-9):
+                 mistakes: dict | None = None, units: str = "", rel_tol: float = 1e-9,
+                 canvas: bool = False, bridges: Sequence[str] = ()):
         self.id = check_id(pid)
         if not isinstance(question, str) or not question.strip():
             raise TypeError(f"question of {pid!r} must be a non-empty string, got {question!r}")
@@ -34,11 +46,19 @@ class Practice:
         mistakes = dict(mistakes or {})
         if answer in mistakes:
             raise ValueError(f"mistakes of {pid!r} list the answer {answer!r} itself as a wrong value")
+        if not isinstance(canvas, bool):
+            raise TypeError(f"canvas of {pid!r} must be True or False, got {canvas!r}")
+        bridges = tuple(bridges)
+        if not all(isinstance(b, str) and b.strip() for b in bridges):
+            raise ValueError(f"bridges of {pid!r} must be non-empty strings, got {bridges!r}")
         self.question, self.answer, self.hints, self.units = question, answer, hints, units
         self.mistakes, self.rel_tol = mistakes, rel_tol
+        self.canvas, self.bridges = canvas, bridges
         self.hints_shown = 0
         self.tries: list[dict] = []
         self.solved = False
+        self.text_answer = ""
+        self.slots = {"try": Slot(), "canvas": Slot()}   # the first try's and the canvas's saved records
         self._widget = None
 
     def hint(self) -> str:
@@ -50,8 +70,12 @@ class Practice:
         self.hints_shown += 1
         return f"Hint {self.hints_shown}/{len(self.hints)}: {self.hints[self.hints_shown - 1]}"
 
-    def check(self, value) -> tuple[bool, str]:
-        """Check a value; return ``(right, message)`` and add the try to the record."""
+    def check(self, value, *, clicked: bool = False) -> tuple[bool, str]:
+        """Check a value; return ``(right, message)`` and add the try to the record.
+
+        The first try is saved with the notebook: in the running cell, or (``clicked``) in the
+        slot under the practice.
+        """
         from ..course.learner import check_value  # here, not at the top: course imports nbconvert (seconds)
         got = parse_number(f"value for {self.id!r}", value) if isinstance(value, str) else value
         left = self.hints_shown < len(self.hints)
@@ -68,7 +92,44 @@ class Practice:
                  "outcome": "right" if right else "wrong", "hints_used": self.hints_shown, "time": now()}
         self.tries.append(entry)
         RECORD.append(entry)
+        if len(self.tries) == 1:
+            kind = "number" if isinstance(got, numbers.Real) and not isinstance(got, bool) else "text"
+            self._save("try", saved.entry(self.id, kind, got, right, None if right else self._mistake(got)),
+                       clicked)
         return right, message
+
+    def explain(self, text: str, *, clicked: bool = False) -> tuple:
+        """Put ``text`` on the answer canvas, save it with its checks; return the three :mod:`.canvas` checks."""
+        if not self.canvas:
+            raise ValueError(f"practice {self.id!r} has no answer canvas (build it with canvas=True)")
+        result = self.readiness(text)
+        self.text_answer = text
+        RECORD.append({"id": self.id, "kind": "canvas", "question": self.question, "choice": None,
+                       "value": text, "answer": None, "outcome": None,
+                       "checks": _canvas.as_record(result), "time": now()})
+        self._save("canvas", saved.entry(self.id, "text", text, None, None, checks=_canvas.as_record(result)),
+                   clicked)
+        return result
+
+    def readiness(self, text: str) -> tuple:
+        """The canvas checks of ``text`` (nothing is saved)."""
+        return _canvas.checks(text, self.bridges)
+
+    def _mistake(self, got) -> str | None:
+        for wrong, why in self.mistakes.items():
+            same = (math.isclose(float(got), float(wrong), rel_tol=self.rel_tol)
+                    if isinstance(got, numbers.Real) and isinstance(wrong, numbers.Real) else got == wrong)
+            if same:
+                return why
+        return None
+
+    def _save(self, which: str, e: dict, clicked: bool) -> None:
+        slot = self.slots[which]
+        if clicked and slot.shown:
+            slot.fill(e)
+        else:
+            slot.data = saved.bundle(e)
+            saved.emit(e)
 
     @property
     def widget(self):
@@ -77,14 +138,35 @@ class Practice:
         return self._widget
 
     def text(self) -> str:
+        how = (f"check({self.id!r}, <your value>), then hint({self.id!r}) for help")
+        if self.canvas:
+            how = f"explain({self.id!r}, '<your answer in words>'), then " + how
         return (f"PRACTICE [{self.id}] {self.question}\nNo widgets here? Run: from pagedkv_lib.lesson.gates "
-                f"import check, hint; check({self.id!r}, <your value>), then hint({self.id!r}) for help.")
+                f"import check, explain, hint; {how}.")
 
     def __repr__(self) -> str:
         return self.text()
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return widget_bundle(self.text(), lambda: self.widget)
+
+    def _ipython_display_(self):
+        """In a notebook: the practice, then the slots its saved records go into."""
+        from IPython.display import display
+        display(self._repr_mimebundle_(), raw=True)
+        self.slots["try"].show()
+        if self.canvas:
+            self.slots["canvas"].show()
+
+
+def checks_html(result) -> str:
+    """The canvas checks as a short HTML list: each says what it found, or what it looks for."""
+    rows = []
+    for c in result:
+        mark, colour = ("&#10003;", "green") if c.ok else ("&#9675;", "#777")
+        rows.append(f"<li style='list-style:none;color:{colour}'>{mark} <b>{c.name}</b> "
+                    f"{escape(c.line().split(' ', 1)[1])}</li>")
+    return "<ul style='margin:0;padding-left:0.5em'>" + "".join(rows) + "</ul>"
 
 
 class _PracticeView:
@@ -98,13 +180,31 @@ class _PracticeView:
         self.hint_list = w.HTML("")
         self.check_button.on_click(self._on_check)
         self.hint_button.on_click(self._on_hint)
-        self.box = w.VBox([w.HTML(f"<b>Practice.</b> {escape(practice.question)}"),
-                           w.HBox([self.input, w.Label(practice.units), self.check_button, self.hint_button]),
-                           self.feedback, self.hint_list])
+        parts = [w.HTML(f"<b>Practice.</b> {escape(practice.question)}")]
+        self.canvas = self.readiness = None
+        if practice.canvas:
+            self.canvas = w.Textarea(placeholder="Your answer canvas: the answer, why it holds, and what it "
+                                                 "connects to", layout=w.Layout(width="44em", height="6em"))
+            self.readiness = w.HTML(checks_html(practice.readiness("")))
+            self.canvas.observe(self._on_type, names="value")
+            parts += [self.canvas, self.readiness]
+        parts += [w.HBox([self.input, w.Label(practice.units), self.check_button, self.hint_button]),
+                  self.feedback, self.hint_list]
+        self.box = w.VBox(parts)
+
+    def _on_type(self, change=None) -> None:
+        self.readiness.value = checks_html(self.practice.readiness(self.canvas.value))
 
     def _on_check(self, _button=None) -> None:
+        note = ""
+        if self.canvas is not None and self.canvas.value.strip():
+            self.practice.explain(self.canvas.value, clicked=True)
+            note = "Your canvas is saved. "
+        if not str(self.input.value).strip():
+            self.feedback.value = f"<i>{note}Type a value to check it.</i>"
+            return
         try:
-            right, message = self.practice.check(self.input.value)
+            right, message = self.practice.check(self.input.value, clicked=True)
         except ValueError as err:
             right, message = False, str(err)
         colour = "green" if right else "#a00"
@@ -119,9 +219,10 @@ class _PracticeView:
 
 
 def practice(pid: str, question: str, *, answer, hints: Sequence[str] = (), mistakes: dict | None = None,
-             units: str = "", rel_tol: float = 1e-9) -> Practice:
+             units: str = "", rel_tol: float = 1e-9, canvas: bool = False, bridges: Sequence[str] = ()) -> Practice:
     """Build (and register under ``pid``) a practice loop; display the returned :class:`Practice`."""
-    p = Practice(pid, question, answer=answer, hints=hints, mistakes=mistakes, units=units, rel_tol=rel_tol)
+    p = Practice(pid, question, answer=answer, hints=hints, mistakes=mistakes, units=units, rel_tol=rel_tol,
+                 canvas=canvas, bridges=bridges)
     PRACTICES[pid] = p
     return p
 
@@ -135,6 +236,14 @@ def check(pid: str, value) -> bool:
     right, message = _practice(pid).check(value)
     print(message)
     return right
+
+
+def explain(pid: str, text: str) -> bool:
+    """Text fallback of the answer canvas: save ``text``, print its three checks, return whether all pass."""
+    result = _practice(pid).explain(text)
+    for c in result:
+        print(c.line())
+    return all(c.ok for c in result)
 
 
 def hint(pid: str) -> str:

@@ -6,10 +6,15 @@ screenshot of each step lands in artifacts/browser/<test name>/.
 """
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 from . import classic
 from .pages import check_gate, check_images, gate_boxes
+
+MIME = "application/vnd.pagedkv.prediction+json"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
@@ -42,9 +47,21 @@ def test_the_demo_lesson_gates_in_the_classic_notebook(classic_server, page):
     assert not [b for b in BROKEN if b in text], f"a widget did not render; page errors: {problems[:5]}"
     check_images(notebook, classic.OUTPUT)
     gates = gate_boxes(notebook)
-    assert gates.count() == 2, f"expected the lab's and the simulator's gates; page errors: {problems[:5]}"
-    assert "A1-A3 batch, S = 16" in gates.first.inner_text()   # the lab's gate comes first
+    assert gates.count() == 3, f"expected the lens's, the lab's and the simulator's gates; page errors: {problems[:5]}"
+    assert "A1-A3 batch, S = 16" in gates.nth(1).inner_text()   # the lab's gate comes after the lens
     for k in range(gates.count()):
         revealed = check_gate(page, notebook, gates.nth(k), f"{2 + k:02d}-gate{k}", classic.REVEAL,
                               classic.wait_idle)
         assert len(revealed) >= 2, f"gate {k} revealed only its verdict: {revealed}"
+    # each click's commit is saved with the notebook (an output the click filled in the gate's cell)
+    page.evaluate("Jupyter.notebook.save_notebook()")
+    path = classic_server.root / "notebooks" / "04_demo.ipynb"
+    deadline = time.monotonic() + 30
+    while True:
+        nb = json.loads(path.read_text())
+        saved = [o["data"][MIME]["gate"] for c in nb["cells"] for o in c.get("outputs", [])
+                 if MIME in o.get("data", {})]
+        if len(saved) >= 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert sorted(saved) == ["lab-effect", "lens-04", "sim-batch"], saved

@@ -49,7 +49,7 @@ def test_the_lab_rearms_when_the_block_size_moves(lab, page):
     the_lab = notebook.locator(".widget-vbox:has(> .widget-dropdown):has(.widget-slider)").first
     the_lab.scroll_into_view_if_needed()
     gate = gate_boxes(the_lab)
-    assert "S = 16" in gate.inner_text()
+    expect(gate).to_contain_text("S = 16")   # waits: under load the box may still be drawing
     commit_first_choice(gate)
     expect(gate.locator("button:text-is('Commit')")).to_be_disabled()
     wait_idle(page)

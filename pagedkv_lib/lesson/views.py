@@ -1,0 +1,30 @@
+"""How a lesson object shows itself: a widget where a front end can draw one, its text everywhere."""
+from __future__ import annotations
+
+import html
+
+
+def escape(text: str) -> str:
+    """Text made safe to put inside an HTML widget."""
+    return html.escape(text)
+
+
+def in_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (so display outputs reach a notebook)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return getattr(get_ipython(), "kernel", None) is not None
+
+
+def widget_bundle(text: str, view) -> dict:
+    """A display bundle: the widget view (``view().box``) where a front end can render it, ``text`` everywhere."""
+    data = {"text/plain": text}
+    try:
+        model_id = view().box.model_id
+    except Exception:  # no kernel to talk to: the text form is all there is
+        return data
+    data["application/vnd.jupyter.widget-view+json"] = {
+        "version_major": 2, "version_minor": 0, "model_id": model_id}
+    return data

@@ -23,7 +23,7 @@ from hypothesis import example, given, strategies as st
 from conftest import REPO
 from pagedkv_lib.course import __main__ as cli
 from pagedkv_lib.course.instructor import canvas
-from pagedkv_lib.course.nbclean import answer_marker
+from pagedkv_lib.course.instructor.nbclean import answer_marker
 
 HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Attendance",
           "ps1_intuition (2001)", "PS2 math (2002)", "Midterm (2005)",
@@ -254,7 +254,7 @@ def test_canvas_zip_to_canvas_import_through_real_autograding(tmp_path):
 
     from classroom import answered, solutions_by_cell
     from pagedkv_lib import course
-    from pagedkv_lib.course.intake import release_notebooks
+    from pagedkv_lib.course.instructor.intake import release_notebooks
     root = tmp_path / "course"
     root.mkdir()
     shutil.copy(REPO / "nbgrader_config.py", root)

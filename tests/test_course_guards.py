@@ -3,7 +3,7 @@ the answer scan and the output cap."""
 import nbformat
 import pytest
 
-from pagedkv_lib.course.instructor.judge import judge_notebook, kernel_source
+from pagedkv_lib.course.instructor.judge import judge_notebook, kernel_source, trusted_cells
 from pagedkv_lib.course.instructor.scan import grader_names_used
 from pagedkv_lib.course.learner.record import Opaque, decode, digest, encode
 from pagedkv_lib.course.learner.testcell import RECORD_MIME
@@ -69,7 +69,7 @@ def _judge(*test_outputs, answer_outputs=()):
     answer.outputs = [nbformat.from_dict(o) for o in answer_outputs]
     test = _cell_with(list(test_outputs))
     test.source = TEST
-    return judge_notebook([answer, test])
+    return judge_notebook([answer, test], trusted_cells([answer, test]))
 
 
 def test_the_kernel_never_receives_grader_only_regions():
@@ -173,3 +173,21 @@ def test_no_honest_answer_is_flagged():
         answers = list(good.values()) + [good[a].replace(*change) if len(change) == 2 else change[0] for a, *change in styles]
         for source in answers:
             assert reaches(source) == [] and library_calls(source, graded) == [], (name, source[:200])
+
+
+def test_the_judge_runs_only_the_instructors_source_never_a_submitted_one(tmp_path):
+    """A learner can type any metadata: a cell marked locked, or a test cell whose source they rewrote."""
+    marker = tmp_path / "ran-in-the-grader"
+    injected = nbformat.v4.new_code_cell(f"open({str(marker)!r}, 'w').write('learner code')")
+    injected.metadata["nbgrader"] = {"locked": True, "grade": False, "solution": False}
+    answer = nbformat.v4.new_code_cell("def f(n):\n    return 2 * n")
+    answer.metadata["nbgrader"] = {"grade": False, "solution": True, "grade_id": "q1_answer"}
+    test = _cell_with([_record([3, 5])])  # wrong results
+    test.source = TEST
+    trusted = trusted_cells([answer, test])
+    rewritten = _cell_with([_record([3, 5])])
+    rewritten.source = f"open({str(marker)!r}, 'w').write('learner code')"  # the submitted copy, rewritten
+    verdicts, elsewhere = judge_notebook([injected, answer, rewritten], trusted)
+    assert not marker.exists()
+    assert not verdicts["q1_tests"].passed  # judged by the instructor's test source, from the record
+    assert any("grader metadata the instructor never wrote" in e for e in elsewhere)

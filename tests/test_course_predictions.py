@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from pagedkv_lib.course.class_report import report
+from pagedkv_lib.course.instructor.class_report import report
 from pagedkv_lib.course.instructor.prediction_report import (MAX_GATES, MAX_RECORDS, MAX_TEXT, MIME, parse_record,
                                                   prediction_section, read_predictions)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -163,6 +164,7 @@ ATTACKERS = {  # student: (answers over WRONG, words that must be in their statu
     "a_library": ({"q2_answer": LIBRARY_Q2, "q3_answer": LIBRARY_Q3}, ["library implementation", "blocks_needed"]),
     "a_rewrite": ({"q1_answer": REWRITE}, ["reaches outside", "files outside its sandbox"]),
     "a_runaway": ({"q1_answer": RUNAWAY}, ["reaches outside", "threads or processes"]),
+    "a_injected": ({}, ["forged record", "grader metadata the instructor never wrote"]),
 }
 HONEST, VICTIM = "honest", "zz_victim"
 
@@ -189,6 +191,14 @@ def _gradebook_sources(root: Path) -> dict:
         return {c.name: (c.source, c.checksum) for c in nb.source_cells}
 
 
+def _injected_cell(root: Path) -> dict:
+    """Learner code dressed as an instructor's locked cell: it writes into the course folder."""
+    code = (f"from pathlib import Path\nPath({str(root)!r}, 'solutions', 'PWNED').write_text('x')\n"
+            "import pagedkv_lib.course.learner.checks as c\nc.check_value = lambda *a, **k: None\n")
+    return {"cell_type": "code", "execution_count": None, "id": "injected", "outputs": [], "source": code,
+            "metadata": {"nbgrader": {"locked": True, "grade": False, "solution": False, "schema_version": 3}}}
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile") / "course"
@@ -202,7 +212,10 @@ def graded(tmp_path_factory):
     for student, answers in students.items():
         folder = root / course.SUBMITTED / student / NAME
         folder.mkdir(parents=True)
-        clean = normalise(json.dumps(answered(release, answers)), release, student).nb  # as collect writes it
+        nb = answered(release, answers)
+        if student == "a_injected":  # a cell marked locked, so that a judge trusting metadata would run it
+            nb["cells"].insert(1, _injected_cell(root))
+        clean = normalise(json.dumps(nb), release, student).nb  # as collect writes it
         (folder / f"{NAME}.ipynb").write_text(json.dumps(clean, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     course.generate(root, [NAME], release_dir=str((root / "grading-cache" / "releases").resolve()))
     before = _digest(root, GRADER_OUTPUTS), _digest(LIBRARY), _gradebook_sources(root)
@@ -210,7 +223,10 @@ def graded(tmp_path_factory):
     grades_after_export = (root / "grades.csv").read_bytes()
     time.sleep(2)  # a process an attacker left running would write now
     after = _digest(root, GRADER_OUTPUTS), _digest(LIBRARY), _gradebook_sources(root)
-    left = subprocess.run(["ps", "-eo", "uid=,args="], capture_output=True, text=True).stdout.splitlines()
+    listed = subprocess.run(["ps", "-ww", "-eo", "uid=,args="], capture_output=True, text=True).stdout.splitlines()
+    # Other tests may be grading at the same moment: a kernel whose scratch folder still exists is theirs,
+    # still running; one whose folder its manager already removed, or any other sandbox process, was left.
+    left = [line for line in listed if not _scratch_exists(line)]
     return root, {s.student: s for s in statuses}, before, after, grades_after_export, left
 
 
@@ -254,3 +270,8 @@ def test_no_process_of_a_student_outlives_grading(graded):
     from pagedkv_lib.course.instructor.sandbox import KERNEL_UIDS
     theirs = [line for line in left if line.split()[0].isdigit() and int(line.split()[0]) in KERNEL_UIDS]
     assert not theirs, theirs
+
+
+def _scratch_exists(ps_line: str) -> bool:
+    found = re.search(r"(/\S*/pkv-kernel-[^/\s]+)/", ps_line)
+    return bool(found) and Path(found.group(1)).is_dir()

@@ -219,9 +219,9 @@ def test_the_room_widgets_rebuild_the_hand_off_live(tmp_path):
     room = research_room("03_code", "claim", folder=tmp_path)
     view = room.widget
     assert "Evidence to inspect" in view.about.value and I.CLAIM[:40] in view.handoff.value
-    view.item.value = "code-grow"
-    assert room.item.id == "code-grow" and "def _grow(" in view.handoff.value
-    assert "BlockManager._grow" in view.question.value and "(src, dst) pair" in view.about.value
+    view.item.value = "code-append"
+    assert room.item.id == "code-append" and "def append_tokens(" in view.handoff.value
+    assert "BlockManager.append_tokens" in view.question.value and "(src, dst) pair" in view.about.value
     view.question.value = "When does append copy?"
     view.companion["style"].value = "a worked example"
     assert "My question: When does append copy?" in view.handoff.value

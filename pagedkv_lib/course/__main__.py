@@ -33,9 +33,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _releases(course_dir) -> dict:
-    """``{assignment: released notebook}`` for every assignment, generated only where stale."""
-    return release_notebooks(cached_releases(Path(course_dir), assignments(course_dir)))
+def _releases(course_dir, submitted_only: bool = False) -> dict:
+    """``{assignment: released notebook}`` for every assignment (or only those somebody handed in),
+    generated only where stale."""
+    names = assignments(course_dir)
+    if submitted_only:
+        handed_in = {p.name for p in Path(course_dir, "submitted").glob("*/*") if p.is_dir()}
+        names = [n for n in names if n in handed_in]
+    releases = release_notebooks(cached_releases(Path(course_dir), names))
+    return {n: nb for n, nb in releases.items() if n in names}
 
 
 def _collect(args) -> None:
@@ -71,7 +77,7 @@ def main(argv=None) -> int:
                     print("WARNING", warning, file=sys.stderr)
                 print("Canvas gradebook import written to grades-canvas.csv")
         else:
-            releases = _releases(args.course_dir)
+            releases = _releases(args.course_dir, submitted_only=True)  # a set nobody handed in: no section
             print("report written to", report(args.course_dir, releases=releases, names=args.names))
     except (PagedKVError, FileNotFoundError) as err:
         print(err, file=sys.stderr)

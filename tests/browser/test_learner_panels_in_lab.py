@@ -24,7 +24,10 @@ def saved_records(path, timeout: float = 30) -> list[dict]:
     """The prediction records in the notebook file at ``path``, once the save has written any."""
     deadline = time.monotonic() + timeout
     while True:
-        nb = json.loads(path.read_text())
+        try:
+            nb = json.loads(path.read_text())
+        except json.JSONDecodeError:  # read while the server was writing it: read again
+            nb = {"cells": []}
         found = [o["data"][MIME] for c in nb["cells"] for o in c.get("outputs", []) if MIME in o.get("data", {})]
         if found or time.monotonic() > deadline:
             return found

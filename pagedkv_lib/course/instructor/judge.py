@@ -208,8 +208,7 @@ def is_test(cell) -> bool:
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
-def _judge_test(ns: dict, side: _JudgeSide, cell) -> Verdict:
-    gid = _meta(cell)["grade_id"]
+def _judge_test(ns: dict, side: _JudgeSide, cell, gid: str) -> Verdict:
     found = records_in(cell.get("outputs", []))
     mine = [r for r in found if isinstance(r, dict) and r.get("grade_id") == gid]
     forged = [f"{gid}: a record for another test" for r in found if r not in mine]
@@ -241,27 +240,63 @@ def _judge_test(ns: dict, side: _JudgeSide, cell) -> Verdict:
     return Verdict(gid, True, "", forged)
 
 
-def judge_notebook(cells: list) -> tuple[dict[str, Verdict], list[str]]:
+def trusted_cells(cells: list) -> dict[str, tuple[str, bool]]:
+    """``{grade_id: (source, is_test)}`` of the locked instructor cells of a trusted notebook.
+
+    The only code the judge ever runs. Build it from what the learner cannot touch: the gradebook
+    (:func:`trusted_from_gradebook`) or a notebook in ``solutions/``.
+    """
+    out = {}
+    for cell in cells:
+        meta = _meta(cell)
+        if cell.get("cell_type") == "code" and meta.get("grade_id") and not meta.get("solution") \
+                and (meta.get("locked") or meta.get("grade")):
+            out[meta["grade_id"]] = (_source(cell), is_test(cell))
+    return out
+
+
+def trusted_from_gradebook(db_url: str, notebook: str, assignment: str) -> dict[str, tuple[str, bool]]:
+    """:func:`trusted_cells` as nbgrader's gradebook holds them (saved when the assignment was generated)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        nb = gb.find_notebook(notebook, assignment)
+        graded = {c.name for c in nb.grade_cells}
+        solutions = {c.name for c in nb.solution_cells}
+        return {c.name: (c.source, c.name in graded) for c in nb.source_cells
+                if c.cell_type == "code" and c.name not in solutions and (c.locked or c.name in graded)}
+
+
+def judge_notebook(cells: list, trusted: dict[str, tuple[str, bool]]) -> tuple[dict[str, Verdict], list[str]]:
     """``({test grade_id: verdict}, [forged records in other cells])`` for an executed notebook's cells.
 
-    Locked set-up cells run here (instructor code, from the gradebook); answer cells and any cell
-    without nbgrader metadata never do.
+    ``trusted`` (:func:`trusted_cells`) says which grade ids are instructor cells and holds their source:
+    the judge runs that source, never the submitted one. The submission only says where each cell's
+    outputs are; a cell whose grade id the instructor never wrote (metadata a learner can type, such as
+    ``"locked": true``) is never run, and a grade id seen a second time is not judged again.
     """
     side = _JudgeSide()
     ns: dict = {"__builtins__": _builtins_for(side), "__name__": "__pagedkv_judge__"}
-    verdicts, elsewhere = {}, []
+    verdicts, elsewhere, seen = {}, [], set()
     for index, cell in enumerate(cells):
         if cell.get("cell_type") != "code":
             continue
-        meta = _meta(cell)
-        if is_test(cell):
-            verdicts[meta["grade_id"]] = _judge_test(ns, side, cell)
+        gid = _meta(cell).get("grade_id")
+        known = isinstance(gid, str) and gid in trusted and gid not in seen
+        if known:
+            seen.add(gid)
+        source, test = trusted[gid] if known else ("", False)
+        if test:
+            verdicts[gid] = _judge_test(ns, side, dict(cell, source=source), gid)
             continue
         if records_in(cell.get("outputs", [])):
-            elsewhere.append(f"cell {meta.get('grade_id') or index} (not a test) showed a record of results")
-        if meta.get("locked") and not meta.get("solution"):
+            elsewhere.append(f"cell {gid or index} (not a test) showed a record of results")
+        meta = _meta(cell)
+        if not known and (meta.get("locked") or meta.get("grade")) and not meta.get("solution"):
+            elsewhere.append(f"cell {gid or index} carries grader metadata the instructor never wrote (not run here)")
+        if known:
             try:
-                exec(compile(_source(cell), f"<set-up cell {meta.get('grade_id')}>", "exec"), ns)
+                exec(compile(source, f"<set-up cell {gid}>", "exec"), ns)
             except Exception:  # a set-up cell that needs the learner's kernel (none should): its tests will say
                 pass
     return verdicts, elsewhere

@@ -22,7 +22,7 @@ from .grade import EVENTS_ENV
 from .nbclean import _grade_id, _is_test, _norm
 from ..learner.record import RECORD_MAX_BYTES
 from ..learner.testcell import PASS_MIME, RECORD_MIME
-from .judge import error_output, judge_notebook, kernel_source, records_in
+from .judge import error_output, judge_notebook, kernel_source, records_in, trusted_from_gradebook
 from .sandbox import MODE_ENV, SandboxKernelManager
 
 
@@ -231,18 +231,20 @@ class JudgeTests(Preprocessor):
     enabled = Bool(True)
 
     def preprocess(self, nb, resources):
-        verdicts, elsewhere = judge_notebook(nb.cells)
+        info = resources["nbgrader"]
+        trusted = trusted_from_gradebook(info["db_url"], info["notebook"], info["assignment"])
+        verdicts, elsewhere = judge_notebook(nb.cells, trusted)
         for where in elsewhere:
-            record("forged", cell=where, what="a record of results outside its test cell")
+            record("forged", what=where)  # a record outside its test cell, or grader metadata nobody wrote
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue
             found = records_in(cell.get("outputs", []))
+            verdict = verdicts.pop(_grade_id(cell), None) if _is_test(cell) else None  # the gradebook's tests only
             kept = [o for o in cell.get("outputs", [])
                     if RECORD_MIME not in o.get("data", {}) and PASS_MIME not in o.get("data", {})
-                    and not (_is_test(cell) and o.get("output_type") == "error" and o.get("ename") != "GradingStopped")]
-            if _is_test(cell):
-                verdict = verdicts[_grade_id(cell)]
+                    and not (verdict and o.get("output_type") == "error" and o.get("ename") != "GradingStopped")]
+            if verdict is not None:
                 for what in verdict.forged:
                     record("forged", cell=verdict.grade_id, what=what)
                 count = sum(len(r.get("entries", [])) for r in found if isinstance(r, dict) and isinstance(r.get("entries"), list))

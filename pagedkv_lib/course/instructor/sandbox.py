@@ -139,7 +139,9 @@ def bwrap_argv(scratch: Path, library: Path | None, uid: int, gid: int, env: dic
         elif os.path.isdir(f"/{name}"):
             argv += ["--ro-bind", f"/{name}", f"/{name}"]
     seen = set()
-    for ro in (Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), library):
+    # The venv by its real path and by the path the kernel command names (a symlinked .venv, as make hub's
+    # course copies have, must exist inside too).
+    for ro in (Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.prefix).absolute(), library):
         if ro is None or ro in seen or ro == Path("/usr") or Path("/usr") in ro.parents:
             continue
         seen.add(ro)

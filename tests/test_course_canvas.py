@@ -24,6 +24,7 @@ from conftest import REPO
 from pagedkv_lib.course import __main__ as cli
 from pagedkv_lib.course.instructor import canvas
 from pagedkv_lib.course.instructor.nbclean import answer_marker
+from test_course_intake import _release  # the same one-question release
 
 HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Attendance",
           "ps1_intuition (2001)", "PS2 math (2002)", "Midterm (2005)",
@@ -64,16 +65,6 @@ def _roster(tmp_path, **kw) -> Path:
     return path
 
 
-def _release():
-    def cell(kind, gid, source, **meta):
-        base = {"grade": False, "solution": False, "locked": False, "grade_id": gid}
-        c = {"cell_type": kind, "metadata": {"nbgrader": {**base, **meta}}, "source": source}
-        return {**c, "outputs": [], "execution_count": None} if kind == "code" else c
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        cell("markdown", "intro", "# PS", locked=True),
-        cell("code", "q1_answer", f"# {answer_marker('q1_answer')}\nx = None", solution=True),
-        cell("code", "q1_tests", "check(x)", grade=True, locked=True, points=1),
-    ]}
 
 
 def _answered(x) -> str:

@@ -164,7 +164,9 @@ ATTACKERS = {  # student: (answers over WRONG, words that must be in their statu
     "a_library": ({"q2_answer": LIBRARY_Q2, "q3_answer": LIBRARY_Q3}, ["library implementation", "blocks_needed"]),
     "a_rewrite": ({"q1_answer": REWRITE}, ["reaches outside", "files outside its sandbox"]),
     "a_runaway": ({"q1_answer": RUNAWAY}, ["reaches outside", "threads or processes"]),
-    "a_injected": ({}, ["forged record", "grader metadata the instructor never wrote"]),
+    # nbgrader itself stops on a locked cell without a grade id (KeyError), so the notebook scores 0 as a
+    # grader error; the judge's own rule (never run such a cell) is tested in test_course_guards.
+    "a_injected": ({}, ["grader error", "grade_id"]),
 }
 HONEST, VICTIM = "honest", "zz_victim"
 

@@ -225,11 +225,31 @@ def graded(tmp_path_factory):
     grades_after_export = (root / "grades.csv").read_bytes()
     time.sleep(2)  # a process an attacker left running would write now
     after = _digest(root, GRADER_OUTPUTS), _digest(LIBRARY), _gradebook_sources(root)
-    listed = subprocess.run(["ps", "-ww", "-eo", "uid=,args="], capture_output=True, text=True).stdout.splitlines()
-    # Other tests may be grading at the same moment: a kernel whose scratch folder still exists is theirs,
-    # still running; one whose folder its manager already removed, or any other sandbox process, was left.
-    left = [line for line in listed if not _scratch_exists(line)]
-    return root, {s.student: s for s in statuses}, before, after, grades_after_export, left
+    listed = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,uid=,args="], capture_output=True, text=True).stdout
+    return root, {s.student: s for s in statuses}, before, after, grades_after_export, _left_over(listed)
+
+
+def _left_over(listed: str) -> list[tuple[int, str]]:
+    """(uid, command) of each process not descended from a kernel whose scratch folder still exists.
+
+    Other tests may be grading at the same moment: a kernel whose scratch folder exists is theirs, still
+    running, and so is every process under it (matplotlib's ``fc-list``, say). A process whose kernel's
+    folder its manager already removed, or with no kernel above it, was left behind.
+    """
+    procs = {}
+    for line in listed.splitlines():
+        pid, ppid, uid, args = (line.split(None, 3) + [""])[:4]
+        procs[int(pid)] = (int(ppid), int(uid), args)
+
+    def live(pid: int) -> bool:
+        while pid in procs:
+            ppid, _, args = procs[pid]
+            if _scratch_exists(args):
+                return True
+            pid = ppid
+        return False
+
+    return [(uid, args) for pid, (_, uid, args) in procs.items() if not live(pid)]
 
 
 def _scores(root: Path) -> dict:
@@ -270,7 +290,7 @@ def test_no_file_outside_the_sandboxes_changed(graded):
 def test_no_process_of_a_student_outlives_grading(graded):
     left = graded[5]
     from pagedkv_lib.course.instructor.sandbox import KERNEL_UIDS
-    theirs = [line for line in left if line.split()[0].isdigit() and int(line.split()[0]) in KERNEL_UIDS]
+    theirs = [(uid, args) for uid, args in left if uid in KERNEL_UIDS]
     assert not theirs, theirs
 
 

@@ -6,7 +6,7 @@ from pagedkv_lib.course.instructor.grade import Status
 def _fake_runs(monkeypatch, outcomes):
     calls = []
 
-    def fake_grade_one(root, assignment, student, timeout_s, budget_s, sandbox=None):
+    def fake_grade_one(worker, root, assignment, student, budget_s, sandbox=None):
         problems = outcomes[min(len(calls), len(outcomes) - 1)]
         calls.append(problems)
         return Status(student, assignment, problems=list(problems), failed=bool(problems))
@@ -17,18 +17,18 @@ def _fake_runs(monkeypatch, outcomes):
 
 def test_a_grader_error_is_retried_and_the_later_clean_run_counts(monkeypatch):
     calls = _fake_runs(monkeypatch, [["grader error"], []])
-    status = grade.grade_one_retrying(".", "ps2_math", "ann", 10, 60)
+    status = grade.grade_one_retrying(None, ".", "ps2_math", "ann", 60)
     assert len(calls) == 2 and status.label == "ok" and not status.failed
     assert "try 2" in status.details[-1]
 
 
 def test_a_failure_the_student_caused_is_not_retried(monkeypatch):
     calls = _fake_runs(monkeypatch, [["kernel died"]])
-    status = grade.grade_one_retrying(".", "ps2_math", "bob", 10, 60)
+    status = grade.grade_one_retrying(None, ".", "ps2_math", "bob", 60)
     assert len(calls) == 1 and status.problems == ["kernel died"]
 
 
 def test_a_grader_error_that_persists_is_reported_after_the_last_try(monkeypatch):
     calls = _fake_runs(monkeypatch, [["grader error"]])
-    status = grade.grade_one_retrying(".", "ps2_math", "cy", 10, 60)
+    status = grade.grade_one_retrying(None, ".", "ps2_math", "cy", 60)
     assert len(calls) == grade.GRADER_RETRIES + 1 and status.problems == ["grader error"] and status.failed

@@ -1,11 +1,11 @@
-"""Autograde a class with nbgrader: one worker process per student, so no submission can stop the others.
+"""Autograde a class with nbgrader, a few notebooks at a time, so that no submission can stop the others.
 
-Each student's notebook is graded by its own ``nbgrader autograde --student`` process, several at a
-time. The gradebook is one sqlite file: nbgrader opens it only briefly (to record the student, the
-submission and, at the end, the scores), never while a notebook runs, and every worker waits up to
-``DB_WAIT_S`` for sqlite's write lock, so writes are serialised by sqlite itself. A worker that fails
-or overruns its wall-clock budget is killed with its kernel, and that student's grades are set to 0
-with the reason in the status.
+Each thread of the pool owns a warm worker process (``worker.py``) that runs nbgrader's autograde for
+one notebook at a time. The gradebook is one sqlite file: nbgrader opens it only briefly (to record
+the student, the submission and, at the end, the scores), never while a notebook runs, and every
+worker waits up to ``DB_WAIT_S`` for sqlite's write lock, so writes are serialised by sqlite itself. A
+worker that fails or overruns its wall-clock budget is killed with its kernel, that student's grades
+are set to 0 with the reason in the status, and the next notebook gets a fresh worker.
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import hashlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import PagedKVError
-from .sandbox import LIBRARY_ENV, MODE_ENV
+from .sandbox import MODE_ENV
+from .worker import Worker, WorkerTimeout
 
 SOURCE, RELEASE, SUBMITTED = "solutions", "exercises", "submitted"
 EVENTS_ENV = "PAGEDKV_GRADING_EVENTS"  # names the file where nbhooks.record writes events
@@ -145,28 +146,24 @@ def _describe(event: dict) -> str:
     return f"{event['kind']}: {rest}"
 
 
-def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float,
+def grade_one(worker: Worker, root: Path, assignment: str, student: str, budget_s: float,
               sandbox: dict | None = None) -> Status:
-    """Autograde one student's ``assignment`` in its own process; kill it (and its kernel) past ``budget_s``.
+    """Autograde one student's ``assignment`` in ``worker``; kill the worker (and its kernel) past ``budget_s``.
 
     ``sandbox`` is the environment that tells nbgrader's kernels how to run (``sandbox.MODE_ENV`` and
     the hidden library for this assignment); None runs them unsandboxed (trusted submissions).
     """
     status, start = Status(student, assignment), time.perf_counter()
-    db = _db_url(root)
     with tempfile.TemporaryDirectory() as scratch:
         events = Path(scratch) / "events.jsonl"
-        cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, f"--student={student}", "--force",
-               f"--Execute.timeout={timeout_s}", f"--CourseDirectory.db_url={db}"]
-        proc = subprocess.Popen(cmd, cwd=root, env=nbgrader_env({EVENTS_ENV: str(events), **(sandbox or {MODE_ENV: "none"})}),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
-            log, _ = proc.communicate(timeout=budget_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the worker and the kernel it started
-            log, _ = proc.communicate()
+            result = worker.autograde(assignment, student, {EVENTS_ENV: str(events), **(sandbox or {MODE_ENV: "none"})},
+                                      budget_s)
+        except WorkerTimeout:
+            result = {"success": False, "log": "", "error": ""}
             status.problems.append("timed out")
             status.details.append(f"grading took more than {budget_s:.0f} s and was stopped")
+        log = result["log"] + result["error"]
         logs = root / LOG_DIR / assignment
         logs.mkdir(parents=True, exist_ok=True)
         (logs / f"{student}.log").write_text(log, encoding="utf-8")
@@ -174,11 +171,11 @@ def grade_one(root: Path, assignment: str, student: str, timeout_s: int, budget_
             if event["kind"] not in _NOTES:
                 status.problems.append(_LABELS.get(event["kind"], event["kind"]))
             status.details.append(_describe(event))
-    if proc.returncode != 0 and not status.problems:
+    if not result["success"] and not status.problems:
         status.problems.append("grader error")
         errors = [ln.strip() for ln in log.splitlines() if re.match(r"\s*\w+(Error|Exception):", ln)]
-        status.details.append(errors[-1] if errors else f"nbgrader exit {proc.returncode}")
-    status.failed = proc.returncode != 0
+        status.details.append(errors[-1] if errors else "nbgrader failed with no error message")
+    status.failed = not result["success"]
     status.seconds = time.perf_counter() - start
     return status
 
@@ -188,11 +185,11 @@ GRADER_RETRIES = 2
 died before replying to ``kernel_info``: parallel kernels can race for the same ports)."""
 
 
-def grade_one_retrying(root: Path, assignment: str, student: str, timeout_s: int, budget_s: float,
+def grade_one_retrying(worker: Worker, root: Path, assignment: str, student: str, budget_s: float,
                        sandbox: dict | None = None) -> Status:
     """:func:`grade_one`, run again up to :data:`GRADER_RETRIES` times while it reports only a grader error."""
     for attempt in range(GRADER_RETRIES + 1):
-        status = grade_one(root, assignment, student, timeout_s, budget_s, sandbox)
+        status = grade_one(worker, root, assignment, student, budget_s, sandbox)
         if status.problems != ["grader error"]:
             break
     if attempt:
@@ -225,14 +222,27 @@ def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s:
     ``sandboxes`` maps each assignment to its sandbox environment (see :func:`grade_one`); None: unsandboxed.
     """
     from tqdm import tqdm
-    done = []
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(grade_one_retrying, root, a, s, timeout_s, budget_s,
-                               None if sandboxes is None else sandboxes[a]) for a, s in jobs]
-        for fut in tqdm(as_completed(futures), total=len(futures), desc="autograde", unit="notebook",
-                        disable=not progress, file=sys.stderr):
-            status = fut.result()
-            if status.failed:  # this loop runs in one thread, so gradebook writes here never overlap
-                zero_grades(root, status.assignment, status.student)
-            done.append(status)
+    done, mine, started = [], threading.local(), []
+    (root / LOG_DIR).mkdir(exist_ok=True)
+
+    def run(assignment: str, student: str) -> Status:
+        if not hasattr(mine, "worker"):  # one warm worker per thread of the pool
+            mine.worker = Worker(root, timeout_s, _db_url(root), nbgrader_env(), log)
+            started.append(mine.worker)
+        return grade_one_retrying(mine.worker, root, assignment, student, budget_s,
+                                  None if sandboxes is None else sandboxes[assignment])
+
+    with open(root / LOG_DIR / "workers.log", "ab") as log, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        try:
+            futures = [pool.submit(run, a, s) for a, s in jobs]
+            for fut in tqdm(as_completed(futures), total=len(futures), desc="autograde", unit="notebook",
+                            disable=not progress, file=sys.stderr):
+                status = fut.result()
+                if status.failed:  # this loop runs in one thread, so gradebook writes here never overlap
+                    zero_grades(root, status.assignment, status.student)
+                done.append(status)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for worker in started:
+                worker.close()
     return sorted(done, key=lambda s: (s.assignment, s.student))

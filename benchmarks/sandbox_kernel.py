@@ -1,0 +1,69 @@
+"""What a sandboxed kernel costs with and without matplotlib's font list seeded into its config folder.
+
+Each run executes one problem set's solution notebook (default ps2_math) under nbclient in a kernel
+started by ``SandboxKernelManager`` (bubblewrap, as ``autograde`` runs it; run as root, as CI grades),
+timing from the kernel's start to the last cell. Two arms, interleaved, in this one process: the font
+list seeded (what ``autograde`` does) or not (then matplotlib runs ``fc-list`` and rebuilds the list
+in every kernel).
+
+A third arm was tried on 2026-12-02 and dropped: the hidden library compiled to bytecode (the kernel
+may not write ``__pycache__`` there). It gained nothing measurable on ps2_math (median 1.43 s against
+1.31 s without, n=5).
+
+    python benchmarks/sandbox_kernel.py [--notebook ps2_math] [--repeats 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from pagedkv_lib.course.instructor import sandbox
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(nb_path: Path, library: Path, seed: bool) -> float:
+    real_seed = sandbox.seed_font_cache
+    if not seed:
+        sandbox.seed_font_cache = lambda config_dir: config_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        nb = nbformat.read(nb_path, as_version=4)
+        km = sandbox.SandboxKernelManager(kernel_name="python3", library=str(library))
+        start = time.perf_counter()
+        NotebookClient(nb, km=km, timeout=120).execute(cwd=str(km.scratch / "home"))
+        return time.perf_counter() - start
+    finally:
+        sandbox.seed_font_cache = real_seed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--notebook", default="ps2_math")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    nb_path = REPO / "solutions" / args.notebook / f"{args.notebook}.ipynb"
+    print("load average before:", os.getloadavg())
+    with tempfile.TemporaryDirectory() as scratch:
+        os.chmod(scratch, 0o755)
+        library = sandbox.hidden_library(Path(scratch) / "lib", [])
+        arms = {True: [], False: []}
+        _run(nb_path, library, True)  # warm the page cache and the grader's own font list
+        for _ in range(args.repeats):
+            for seed, times in arms.items():
+                times.append(_run(nb_path, library, seed))
+    print(f"{args.notebook} in a sandboxed kernel, start to last cell, n={args.repeats} each:")
+    for seed, times in arms.items():
+        print(f"  fonts seeded={seed!s:5}: median {statistics.median(times):.2f} s "
+              f"(range {min(times):.2f}-{max(times):.2f})")
+    print("load average after:", os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""A warm grading worker: one trusted process that imports nbgrader once and autogrades many notebooks.
+
+Starting nbgrader costs about 2 s, and the judge's first import of the reference code (torch, for
+ps3) about as much again; a fresh ``nbgrader autograde`` per notebook paid both every time. A
+:class:`Worker` keeps one process (``python -m pagedkv_lib.course.instructor.worker``) and sends it
+one job at a time; the process runs nbgrader's own ``NbGraderAPI.autograde`` for it and answers.
+
+The worker never runs learner code: the notebook runs in a sandboxed kernel that the worker starts
+and stops per job (nbgrader's ``Execute``, through ``nbhooks.GuardedExecute``), and the judge reads only
+JSON records from it. So nothing one submission does can reach the next job's worker state.
+
+A job past its wall-clock budget kills the worker's process group (the kernel's sandbox dies with its
+parent, ``--die-with-parent``); the next job starts a fresh worker. A worker is also replaced after
+:data:`JOBS_PER_WORKER` jobs, which bounds any memory nbgrader keeps between jobs.
+
+Protocol: one JSON line per job on the worker's stdin, ``{"assignment", "student", "env"}``; one JSON
+line per answer on the file descriptor named by its ``--answers-fd`` (its stdout is the log's, since
+nbgrader and the kernels print there), ``{"success", "log", "error"}``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+JOBS_PER_WORKER = 50  # jobs before a worker is replaced by a fresh process
+
+
+class WorkerTimeout(Exception):
+    """The job ran past its budget; its worker was killed."""
+
+
+class Worker:
+    """The parent's handle on one worker process, started on first use and restarted when needed.
+
+    ``log`` is an open file for the process's own output (nbgrader's and its kernels' stderr).
+    """
+
+    def __init__(self, root: Path, timeout_s: int, db_url: str, env: dict, log):
+        self.root, self.timeout_s, self.db_url, self.env, self.log = Path(root), timeout_s, db_url, env, log
+        self.proc: subprocess.Popen | None = None
+        self.jobs = 0
+
+    def _start(self) -> None:
+        read, write = os.pipe()
+        self.tmp = tempfile.mkdtemp(prefix="pkv-worker-")  # its kernels' scratch folders, removed in close()
+        cmd = [sys.executable, "-m", __name__, str(self.root.resolve()), f"--timeout={self.timeout_s}",
+               f"--db-url={self.db_url}", f"--answers-fd={write}"]
+        self.proc = subprocess.Popen(cmd, cwd=self.root, env=dict(self.env, TMPDIR=self.tmp), stdin=subprocess.PIPE,
+                                     stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(write,),
+                                     start_new_session=True)
+        os.close(write)
+        self.answers, self.buffer, self.jobs = read, b"", 0
+
+    def autograde(self, assignment: str, student: str, env: dict, budget_s: float) -> dict:
+        """nbgrader's autograde result for one notebook; raise :class:`WorkerTimeout` past ``budget_s``."""
+        if self.proc is None or self.proc.poll() is not None or self.jobs >= JOBS_PER_WORKER:
+            self.close()
+            self._start()
+        self.jobs += 1
+        job = json.dumps({"assignment": assignment, "student": student, "env": env}) + "\n"
+        try:
+            self.proc.stdin.write(job.encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.close()
+            return {"success": False, "log": "", "error": "the grading worker exited before the job was sent"}
+        line = self._read_line(time.monotonic() + budget_s)
+        if line is None:
+            self.close()
+            return {"success": False, "log": "", "error": "the grading worker exited during the job"}
+        return json.loads(line)
+
+    def _read_line(self, deadline: float) -> bytes | None:
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise WorkerTimeout
+            ready, _, _ = select.select([self.answers], [], [], left)
+            if ready:
+                chunk = os.read(self.answers, 1 << 16)
+                if not chunk:
+                    return None
+                self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    def close(self) -> None:
+        """Stop the worker process and everything in its process group; a no-op when none runs."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        self.proc.stdin.close()
+        os.close(self.answers)
+        shutil.rmtree(self.tmp, ignore_errors=True)  # what a killed worker's kernels could not clean up
+        self.proc = None
+
+
+def serve(root: Path, timeout_s: int, db_url: str, answers) -> None:
+    """The worker process: answer each job read from stdin with nbgrader's result, until stdin closes."""
+    os.chdir(root)  # nbgrader reads nbgrader_config.py from the working folder, as its command line does
+    from nbgrader.apps import NbGrader, NbGraderAPI
+    app = NbGrader()
+    app.load_config_file()
+    app.config.CourseDirectory.root = str(root)
+    app.config.CourseDirectory.db_url = db_url
+    app.config.Execute.timeout = timeout_s
+    api = NbGraderAPI(parent=app)
+    previous: dict = {}
+    for line in sys.stdin:
+        job = json.loads(line)
+        for key in previous:
+            os.environ.pop(key, None)
+        previous = job["env"]
+        os.environ.update(previous)  # read by the course's hooks when this job's preprocessors start
+        result = api.autograde(job["assignment"], job["student"], force=True, create=True)
+        answers.write(json.dumps({k: result.get(k, "") for k in ("success", "log", "error")}) + "\n")
+        answers.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="the course's warm grading worker (started by autograde)")
+    ap.add_argument("root")
+    ap.add_argument("--timeout", type=int, required=True)
+    ap.add_argument("--db-url", required=True)
+    ap.add_argument("--answers-fd", type=int, required=True)
+    args = ap.parse_args(argv)
+    with os.fdopen(args.answers_fd, "w", encoding="utf-8") as answers:
+        serve(Path(args.root), args.timeout, args.db_url, answers)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""The warm grading worker: one process grades notebook after notebook; one past its budget is killed
+with its sandboxed kernel, leaves nothing behind, and the next notebook is graded by a fresh worker."""
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from classroom import answered, solutions_by_cell
+
+from pagedkv_lib.course.instructor.grade import EVENTS_ENV, _db_url, cached_releases, nbgrader_env
+from pagedkv_lib.course.instructor.sandbox import LIBRARY_ENV, MODE_ENV, hidden_library
+from pagedkv_lib.course.instructor.worker import Worker, WorkerTimeout
+from test_grading_sandbox import _course
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class")]
+NAME = "ps1_intuition"
+
+
+def _mentions(text: str) -> list[str]:
+    return [line for line in subprocess.run(["ps", "-ww", "-eo", "args="], capture_output=True, text=True)
+            .stdout.splitlines() if text in line]
+
+
+def _slow_student(root: Path) -> None:
+    """``slow``: the first answer sleeps for two minutes, so a short budget stops the job mid-cell."""
+    release = json.loads((root / "exercises" / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8"))
+    first = sorted(solutions_by_cell(json.loads((root / "solutions" / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8"))))[0]
+    folder = root / "submitted" / "slow" / NAME
+    folder.mkdir(parents=True)
+    nb = answered(release, {first: "import time\ntime.sleep(120)"})
+    (folder / f"{NAME}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+
+
+def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself(tmp_path):
+    root = _course(tmp_path, NAME)
+    _slow_student(root)
+    cached_releases(root, [NAME])  # records the assignment in the gradebook, as autograde does first
+    library = hidden_library(tmp_path / "lib", [])
+    library.chmod(0o755)
+    env = {MODE_ENV: "bwrap", LIBRARY_ENV: str(library), EVENTS_ENV: str(tmp_path / "events.jsonl")}
+    with open(tmp_path / "worker.log", "ab") as log:
+        worker = Worker(root, 30, _db_url(root), nbgrader_env(), log)
+        try:
+            first = worker.autograde(NAME, "ada", env, budget_s=300)
+            pid = worker.proc.pid
+            second = worker.autograde(NAME, "ada", env, budget_s=300)
+            assert first["success"] and second["success"], (first["error"], second["error"])
+            assert worker.proc.pid == pid and worker.jobs == 2  # the same process, warm
+            assert "Autograding" in second["log"]
+
+            scratch = worker.tmp
+            with pytest.raises(WorkerTimeout):
+                worker.autograde(NAME, "slow", env, budget_s=15)  # killed mid-cell, its kernel running
+            time.sleep(1)
+            assert worker.proc is None and not Path(scratch).exists()
+            assert not _mentions(scratch), "a process of the killed worker or its kernel is still running"
+
+            third = worker.autograde(NAME, "ada", env, budget_s=300)
+            assert third["success"] and worker.proc.pid != pid
+        finally:
+            worker.close()
+
+
+def test_a_worker_is_replaced_after_its_quota_of_jobs(tmp_path, monkeypatch):
+    root = _course(tmp_path, NAME)
+    cached_releases(root, [NAME])
+    monkeypatch.setattr("pagedkv_lib.course.instructor.worker.JOBS_PER_WORKER", 1)
+    env = {MODE_ENV: "none", EVENTS_ENV: str(tmp_path / "events.jsonl")}
+    with open(tmp_path / "worker.log", "ab") as log:
+        worker = Worker(root, 30, _db_url(root), nbgrader_env(), log)
+        try:
+            assert worker.autograde(NAME, "ada", env, budget_s=300)["success"]
+            pid, tmp = worker.proc.pid, worker.tmp
+            assert worker.autograde(NAME, "ada", env, budget_s=300)["success"]
+            assert worker.proc.pid != pid and not Path(tmp).exists()
+        finally:
+            worker.close()

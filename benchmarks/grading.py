@@ -106,10 +106,12 @@ def main() -> None:
         print(f"one student, {len(sets)} sets, cold (releases generated), {cores} workers: "
               f"{_grade(four, cores, args.timeout, cold=True)[0]:.1f} s")
         print("raw scores (auto-graded points):", {a: v for (_, a), v in sorted(_scores(four).items())})
+        scores = _scores(four)
         runs = {1: [], cores: []}
         for _ in range(args.repeats):
             for w in runs:
                 runs[w].append(_grade(four, w, args.timeout)[0])
+                assert _scores(four) == scores, f"a warm run with {w} worker(s) scored {_scores(four)}, not {scores}"
         for w, xs in runs.items():
             print(f"one student, {len(sets)} sets, warm, {w} worker(s): {_summary(xs)}")
         class_sets = sets if args.class_sets == "all" else [args.class_sets]

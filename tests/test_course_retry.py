@@ -32,3 +32,15 @@ def test_a_grader_error_that_persists_is_reported_after_the_last_try(monkeypatch
     calls = _fake_runs(monkeypatch, [["grader error"]])
     status = grade.grade_one_retrying(None, ".", "ps2_math", "cy", 60)
     assert len(calls) == grade.GRADER_RETRIES + 1 and status.problems == ["grader error"] and status.failed
+
+
+def test_jobs_start_with_the_assignment_that_took_longest_in_the_last_run(tmp_path):
+    jobs = [("ps1_intuition", "ann"), ("ps3_code", "ann"), ("ps1_intuition", "bob"), ("ps3_code", "bob")]
+    assert grade.longest_first(tmp_path, jobs) == jobs  # no run yet: as given
+    grade._remember_seconds(tmp_path, [Status("ann", "ps1_intuition", seconds=2.0),
+                                       Status("ann", "ps3_code", seconds=9.0)])
+    assert grade.longest_first(tmp_path, jobs) == [("ps3_code", "ann"), ("ps3_code", "bob"),
+                                                   ("ps1_intuition", "ann"), ("ps1_intuition", "bob")]
+    for damaged in ("[1, 2", "[1, 2]", '{"ps3_code": "slow"}'):
+        (tmp_path / grade.CACHE_DIR / grade.SECONDS).write_text(damaged, encoding="utf-8")
+        assert grade.longest_first(tmp_path, jobs) == jobs, damaged

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -215,6 +216,37 @@ def zero_grades(root: Path, assignment: str, student: str) -> None:
         gb.db.commit()
 
 
+SECONDS = "seconds.json"  # in CACHE_DIR: each assignment's median grading time (s) in the last run
+
+
+def longest_first(root: Path, jobs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``jobs`` with the assignments that took longest in the last run first, else in the order given.
+
+    A long notebook started last holds up the end of the run while the other workers sit idle; started
+    first, it runs beside the short ones (longest-processing-time-first scheduling)."""
+    try:
+        seconds = json.loads((root / CACHE_DIR / SECONDS).read_text(encoding="utf-8"))
+        order = {a: -float(seconds.get(a, 0.0)) for a, _ in jobs}
+    except (OSError, ValueError, TypeError, AttributeError):  # no run yet, or a damaged file: keep the order
+        return list(jobs)
+    return sorted(jobs, key=lambda job: order[job[0]])
+
+
+def _remember_seconds(root: Path, done: list[Status]) -> None:
+    times: dict[str, list[float]] = {}
+    for st in done:
+        times.setdefault(st.assignment, []).append(st.seconds)
+    path = root / CACHE_DIR / SECONDS
+    try:
+        seconds = json.loads(path.read_text(encoding="utf-8"))
+        seconds = seconds if isinstance(seconds, dict) else {}
+    except (OSError, ValueError):
+        seconds = {}
+    seconds.update({a: statistics.median(ts) for a, ts in times.items()})
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(seconds, indent=1, sort_keys=True), encoding="utf-8")
+
+
 def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s: float, workers: int,
               progress: bool = True, sandboxes: dict | None = None) -> list[Status]:
     """Grade every ``(assignment, student)`` job, ``workers`` at a time, with a progress bar over the class.
@@ -234,7 +266,7 @@ def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s:
 
     with open(root / LOG_DIR / "workers.log", "ab") as log, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         try:
-            futures = [pool.submit(run, a, s) for a, s in jobs]
+            futures = [pool.submit(run, a, s) for a, s in longest_first(root, jobs)]
             for fut in tqdm(as_completed(futures), total=len(futures), desc="autograde", unit="notebook",
                             disable=not progress, file=sys.stderr):
                 status = fut.result()
@@ -245,4 +277,5 @@ def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s:
             pool.shutdown(wait=True, cancel_futures=True)
             for worker in started:
                 worker.close()
+    _remember_seconds(root, done)
     return sorted(done, key=lambda s: (s.assignment, s.student))

@@ -14,7 +14,7 @@ Same shapes as ``benchmarks/attention.py``: 32 query heads, 8 KV heads, head dim
 
 Methods, all producing the same ``[B, 32, 128]`` output (checked against fp32 attention):
 
-* ``triton_kernel``: the kernel launch alone (``launch_unchecked``) on a paged cache whose
+* ``triton_kernel``: the kernel launch alone (``_launch_unchecked``) on a paged cache whose
   physical blocks are shuffled, so neighbouring logical blocks are far apart in memory;
 * ``triton_paged``: the public :func:`pagedkv_lib.attention.triton_decode.paged_decode_triton`, whose
   argument checks copy the tables to the host (a GPU sync) before the same launch;
@@ -96,7 +96,7 @@ def timed_methods(triton_attention) -> dict:
         return triton_attention.paged_decode_triton(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"])
 
     def triton_kernel(c):
-        return triton_attention.launch_unchecked(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
+        return triton_attention._launch_unchecked(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
                                                  1.0 / math.sqrt(c["q"].shape[-1]))
 
     return dict(triton_kernel=triton_kernel, triton_paged=triton_paged, sdpa_padded=sdpa_padded,

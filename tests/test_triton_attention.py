@@ -234,11 +234,11 @@ def test_compiled_kernel_on_cpu_tensors_says_how_to_use_the_interpreter():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     result = _run_python("""
         import torch
-        from pagedkv_lib.attention.triton_decode import INTERPRETED, launch_unchecked, paged_decode_triton
+        from pagedkv_lib.attention.triton_decode import INTERPRETED, _launch_unchecked, paged_decode_triton
         assert not INTERPRETED
         cache = torch.zeros(2, 4, 1, 8)
         args = (torch.zeros(1, 1, 8), cache, cache, torch.zeros(1, 1, dtype=torch.int32), torch.tensor([3]))
-        for call in (lambda: paged_decode_triton(*args), lambda: launch_unchecked(*args, 1.0)):
+        for call in (lambda: paged_decode_triton(*args), lambda: _launch_unchecked(*args, 1.0)):
             try:
                 call()
             except RuntimeError as exc:

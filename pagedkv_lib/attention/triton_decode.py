@@ -30,7 +30,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
         "The torch versions in pagedkv_lib.attention.spec need no Triton."
     ) from exc
 
-__all__ = ["INTERPRETED", "paged_decode_triton", "launch_unchecked"]
+__all__ = ["INTERPRETED", "paged_decode_triton"]
 
 # tl.dot on a GPU needs every tile side to be at least 16; smaller sides are padded and masked.
 # Padding costs matrix-unit work, not memory traffic, and decode is bound by reading K and V.
@@ -146,11 +146,11 @@ def paged_decode_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     scale = check_scale(scale, q.shape[-1])
-    return launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale)
+    return _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale)
 
 
-def launch_unchecked(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                     block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
+def _launch_unchecked(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                      block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
     """The kernel launch alone, for arguments :func:`paged_decode_triton` would accept.
 
     The checks copy the tables to the host and wait for the GPU; a serving loop that builds

@@ -14,56 +14,24 @@ commit with :func:`commit`; the same rule applies. Every commit, and every pract
 """
 from __future__ import annotations
 
-import io
 import json
 import numbers
 import os
-from typing import Any, Sequence
+from typing import Sequence
 
 from . import practice as _practice_module
 from . import record as saved
+from .gate_view import GateView
 from .inputs import check_id, lookup, parse_number
 from .practice import Practice, check, explain, hint, practice  # noqa: F401 (the lesson API: W.practice, ...)
 from .record import RECORD, Slot, now, set_notebook  # noqa: F401 (W.set_notebook)
-from .views import escape, in_kernel, widget_bundle
+from .reveal import hold_figures, rendered
+from .views import Shown, in_kernel
 
 _GATES: dict[str, "Gate"] = {}
 
 
-def _figure(item):
-    """The matplotlib figure of a figure or axes item, else None."""
-    fig = item if hasattr(item, "savefig") else getattr(item, "figure", None)
-    return fig if hasattr(fig, "savefig") else None
-
-
-def _rendered(item) -> Any:
-    """A reveal item as something IPython can display: text as Markdown, a figure as a PNG image.
-
-    A callable item is called first (so a figure is drawn only when it is revealed)."""
-    import matplotlib.pyplot as plt
-    from IPython.display import Image, Markdown
-    if callable(item):
-        item = item()
-    fig = _figure(item)
-    if fig is not None:
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-        plt.close(fig)
-        return Image(data=buf.getvalue(), format="png")
-    return Markdown(item) if isinstance(item, str) else item
-
-
-def _hold_figures(items) -> list:
-    """Close figures handed to a reveal, so the inline backend does not show them at cell end."""
-    import matplotlib.pyplot as plt
-    items = list(items)
-    for item in items:
-        if _figure(item) is not None:
-            plt.close(_figure(item))
-    return items
-
-
-class Gate:
+class Gate(Shown):
     """One gated prediction: a question, choices or a number box with units, and a hidden reveal.
 
     ``choices`` (a list) or ``number`` (the units, a string such as ``"KiB"``) says how the
@@ -116,7 +84,7 @@ class Gate:
         self.question, self.choices, self.units = question, choices, number
         self.answer, self.tolerance = answer, float(tolerance)
         self.mistakes, self.about = mistakes, about
-        self.reveal_items = _hold_figures(reveal)
+        self.reveal_items = hold_figures(reveal)
         self.prediction = None
         self.outcome: str | None = None   # "right", "wrong" or "recorded" (ungraded) once committed
         self.saved: dict | None = None    # the record saved with the notebook (record.entry)
@@ -199,9 +167,9 @@ class Gate:
         return True
 
     def _show_in(self, out) -> None:
-        out.append_display_data(_rendered(f"**{self.verdict()}**"))
+        out.append_display_data(rendered(f"**{self.verdict()}**"))
         for item in self.reveal_items:
-            out.append_display_data(_rendered(item))
+            out.append_display_data(rendered(item))
 
     # ------------------------------------------------------------ views
 
@@ -209,7 +177,7 @@ class Gate:
     def widget(self):
         """The ipywidgets view (built on first use): question, input, Commit button, output."""
         if self._widget is None:
-            self._widget = _GateView(self)
+            self._widget = GateView(self)
             if self.revealed:
                 self._show_in(self._widget.output)
         return self._widget
@@ -229,21 +197,13 @@ class Gate:
         lines.append(f"No widgets here? Commit by running: from pagedkv_lib.lesson.gates import commit; {how}")
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        return widget_bundle(self.text(), lambda: self.widget)
-
-    def _ipython_display_(self):
-        """In a notebook: the gate, then its slot (empty until a click commits; saved with the notebook)."""
-        from IPython.display import display
-        display(self._repr_mimebundle_(), raw=True)
+    def shown_slots(self) -> list[Slot]:
+        """Its slot, shown under it (empty until a click commits; saved with the notebook)."""
         if self.slot is None:
             self.slot = Slot()
             if self.saved is not None:
                 self.slot.data = saved.bundle(self.saved)
-        self.slot.show()
+        return [self.slot]
 
 
 def _close(value, answer, tolerance: float) -> bool:
@@ -254,50 +214,6 @@ def _close(value, answer, tolerance: float) -> bool:
     except AssertionError:
         return False
     return True
-
-
-class _GateView:
-    """Widgets of a :class:`Gate`. Handlers only ask the gate; the gate decides what to show."""
-
-    def __init__(self, gate: Gate):
-        import ipywidgets as w
-        self.gate = gate
-        self.question = w.HTML(f"<b>Predict.</b> {escape(gate.question)}")
-        if gate.choices is not None:
-            self.input = w.RadioButtons(options=[str(c) for c in gate.choices], value=None,
-                                        layout=w.Layout(width="auto"))
-        else:
-            self.input = w.Text(placeholder=f"your number ({gate.units})", layout=w.Layout(width="14em"))
-        self.units = w.Label(gate.units or "")
-        self.button = w.Button(description="Commit", button_style="primary")
-        self.message = w.Label("")
-        self.output = w.Output()
-        self.button.on_click(self._on_commit)
-        self.box = w.VBox([self.question, w.HBox([self.input, self.units]),
-                           w.HBox([self.button, self.message]), self.output])
-        self._sync()
-
-    def _on_commit(self, _button=None) -> None:
-        if self.gate.committed:  # click() ignores disabled: the state decides
-            self.message.value = "Already committed: a commit is final."
-            return
-        value = self.input.value
-        if value is None or value == "":
-            self.message.value = "Choose or type a prediction first."
-            return
-        try:
-            self.gate.commit(value, clicked=True)
-        except ValueError as err:
-            self.message.value = str(err)
-            return
-        self._sync()
-
-    def _sync(self) -> None:
-        done = self.gate.committed
-        self.button.disabled = self.input.disabled = done
-        if done:
-            self.message.value = "Committed."
-            self.input.value = str(self.gate.prediction)
 
 
 # ------------------------------------------------------------------ the module-level API
@@ -346,7 +262,7 @@ def commit(qid: str, value) -> None:
         print(g.text() + (f"\n({figures} figure(s): open the lesson in Jupyter to see them)" if figures else ""))
         return
     from IPython.display import display
-    display(*[_rendered(item) for item in [f"**{g.verdict()}**", *g.reveal_items]])
+    display(*[rendered(item) for item in [f"**{g.verdict()}**", *g.reveal_items]])
 
 
 def record() -> list[dict]:

@@ -17,12 +17,12 @@ from . import canvas as _canvas
 from . import record as saved
 from .inputs import check_id, lookup, parse_number
 from .record import RECORD, Slot, now
-from .views import escape, widget_bundle
+from .views import Shown, escape
 
 PRACTICES: dict[str, "Practice"] = {}
 
 
-class Practice:
+class Practice(Shown):
     """Try a value, then ask for up to three hints one at a time, then try again.
 
     Each try goes through :func:`pagedkv_lib.course.check_value`, whose message names the
@@ -144,19 +144,9 @@ class Practice:
         return (f"PRACTICE [{self.id}] {self.question}\nNo widgets here? Run: from pagedkv_lib.lesson.gates "
                 f"import check, explain, hint; {how}.")
 
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        return widget_bundle(self.text(), lambda: self.widget)
-
-    def _ipython_display_(self):
-        """In a notebook: the practice, then the slots its saved records go into."""
-        from IPython.display import display
-        display(self._repr_mimebundle_(), raw=True)
-        self.slots["try"].show()
-        if self.canvas:
-            self.slots["canvas"].show()
+    def shown_slots(self) -> list[Slot]:
+        """The slots its saved records go into: its tries, and its answer canvas if it has one."""
+        return [self.slots["try"]] + ([self.slots["canvas"]] if self.canvas else [])
 
 
 def checks_html(result) -> str:

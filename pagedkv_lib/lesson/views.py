@@ -28,3 +28,20 @@ def widget_bundle(text: str, view) -> dict:
     data["application/vnd.jupyter.widget-view+json"] = {
         "version_major": 2, "version_minor": 0, "model_id": model_id}
     return data
+
+
+class Shown:
+    """Display for a lesson object with ``text()``, a ``widget`` view and ``shown_slots()``: its text
+    everywhere, its widget where a front end can draw one, then the slots its saved records go into."""
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return widget_bundle(self.text(), lambda: self.widget)
+
+    def _ipython_display_(self):
+        from IPython.display import display
+        display(self._repr_mimebundle_(), raw=True)
+        for slot in self.shown_slots():
+            slot.show()

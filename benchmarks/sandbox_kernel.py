@@ -1,10 +1,12 @@
-"""What a sandboxed kernel costs with and without matplotlib's font list seeded into its config folder.
+"""What a sandboxed kernel costs, as graded and without each of two things the grader adds to it.
 
 Each run executes one problem set's solution notebook (default ps2_math) under nbclient in a kernel
 started by ``SandboxKernelManager`` (bubblewrap, as ``autograde`` runs it; run as root, as CI grades),
-timing from the kernel's start to the last cell. Two arms, interleaved, in this one process: the font
-list seeded (what ``autograde`` does) or not (then matplotlib runs ``fc-list`` and rebuilds the list
-in every kernel).
+timing from the kernel's start to the last cell. Three arms, interleaved, in this one process:
+
+- as graded: matplotlib's font list seeded into the kernel's config folder, and strace watching it;
+- without the font list (matplotlib then runs ``fc-list`` and rebuilds it in every kernel);
+- without strace (``denials.py``: the report of what the sandbox denied the kernel).
 
 A third arm was tried on 2026-12-02 and dropped: the hidden library compiled to bytecode (the kernel
 may not write ``__pycache__`` there). It gained nothing measurable on ps2_math (median 1.43 s against
@@ -29,10 +31,12 @@ from pagedkv_lib.course.instructor import sandbox
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _run(nb_path: Path, library: Path, seed: bool) -> float:
-    real_seed = sandbox.seed_font_cache
-    if not seed:
+def _run(nb_path: Path, library: Path, arm: str) -> float:
+    real_seed, real_tracer = sandbox.seed_font_cache, sandbox.tracer
+    if arm == "no font list":
         sandbox.seed_font_cache = lambda config_dir: config_dir.mkdir(parents=True, exist_ok=True)
+    if arm == "no strace":
+        sandbox.tracer = lambda log: []
     try:
         nb = nbformat.read(nb_path, as_version=4)
         km = sandbox.SandboxKernelManager(kernel_name="python3", library=str(library))
@@ -40,7 +44,7 @@ def _run(nb_path: Path, library: Path, seed: bool) -> float:
         NotebookClient(nb, km=km, timeout=120).execute(cwd=str(km.scratch / "home"))
         return time.perf_counter() - start
     finally:
-        sandbox.seed_font_cache = real_seed
+        sandbox.seed_font_cache, sandbox.tracer = real_seed, real_tracer
 
 
 def main() -> None:
@@ -53,15 +57,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         os.chmod(scratch, 0o755)
         library = sandbox.hidden_library(Path(scratch) / "lib", [])
-        arms = {True: [], False: []}
-        _run(nb_path, library, True)  # warm the page cache and the grader's own font list
+        arms = {"as graded": [], "no font list": [], "no strace": []}
+        _run(nb_path, library, "as graded")  # warm the page cache and the grader's own font list
         for _ in range(args.repeats):
-            for seed, times in arms.items():
-                times.append(_run(nb_path, library, seed))
+            for arm, times in arms.items():
+                times.append(_run(nb_path, library, arm))
     print(f"{args.notebook} in a sandboxed kernel, start to last cell, n={args.repeats} each:")
-    for seed, times in arms.items():
-        print(f"  fonts seeded={seed!s:5}: median {statistics.median(times):.2f} s "
-              f"(range {min(times):.2f}-{max(times):.2f})")
+    for arm, times in arms.items():
+        print(f"  {arm:13}: median {statistics.median(times):.2f} s (range {min(times):.2f}-{max(times):.2f})")
     print("load average after:", os.getloadavg())
 
 

@@ -3,7 +3,8 @@
 One attacker per attack class of issue 18: frame inspection, a background thread re-patching the checks,
 garbage-collector hunting, rigged comparisons and conversions, a forged record, copying a neighbour's
 submission, calling the library's own implementation, rewriting the library, solutions, gradebook and
-grades.csv, and runaway processes, memory and files (each bounded by the sandbox's limits, so the test
+grades.csv (also by a path spelled so that only the sandbox's report of what it denied can flag it), and
+runaway processes, memory and files (each bounded by the sandbox's limits, so the test
 machine is never at risk). Each attacker scores 0, no file outside the sandboxes changes (the course
 folder and the library are hashed before and after), the flag names the attacker and nobody else, and the
 all-wrong victim graded after them scores 0 while the honest student keeps full marks.
@@ -132,6 +133,20 @@ for path in targets:
 def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
     return 0
 """
+# Reaches for the course root's gradebook and grades by a path no reading of the cell can see (ROOT_HEX is
+# the root, hex-encoded, put in when the class is built): only the sandbox's own report can flag it.
+OBLIQUE = """import os
+where = bytes.fromhex("ROOT_HEX").decode()
+for name in ("gradebook", "grades", "solutions"):
+    for ext in (".db", ".csv", ""):
+        try:
+            with open(os.path.join(where, name + ext), "a") as f:
+                f.write("x")
+        except OSError:
+            pass
+def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
+    return 0
+"""
 RUNAWAY = """import os, signal, subprocess, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 children = []
@@ -164,6 +179,7 @@ ATTACKERS = {  # student: (answers over WRONG, words that must be in their statu
     "a_library": ({"q2_answer": LIBRARY_Q2, "q3_answer": LIBRARY_Q3}, ["library implementation", "blocks_needed"]),
     "a_rewrite": ({"q1_answer": REWRITE}, ["reaches outside", "files outside its sandbox"]),
     "a_runaway": ({"q1_answer": RUNAWAY}, ["reaches outside", "threads or processes"]),
+    "a_oblique": ({"q1_answer": OBLIQUE}, ["reaches outside", "the sandbox denied", "gradebook.db (ENOENT)"]),
     # nbgrader itself stops on a locked cell without a grade id (KeyError), so the notebook scores 0 as a
     # grader error; the judge's own rule (never run such a cell) is tested in test_course_guards.
     "a_injected": ({}, ["grader error", "grade_id"]),
@@ -214,7 +230,7 @@ def graded(tmp_path_factory):
     for student, answers in students.items():
         folder = root / course.SUBMITTED / student / NAME
         folder.mkdir(parents=True)
-        nb = answered(release, answers)
+        nb = answered(release, {g: src.replace("ROOT_HEX", str(root.resolve()).encode().hex()) for g, src in answers.items()})
         if student == "a_injected":  # a cell marked locked, so that a judge trusting metadata would run it
             nb["cells"].insert(1, _injected_cell(root))
         clean = normalise(json.dumps(nb), release, student).nb  # as collect writes it

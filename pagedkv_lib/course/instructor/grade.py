@@ -134,7 +134,7 @@ def _events(path: Path) -> list[dict]:
 
 _LABELS = {"timeout": "timed out", "stuck": "timed out", "kernel_died": "kernel died",
            "tampered": "tampered", "cells_missing": "cells missing", "huge_output": "huge output",
-           "exited": "sys.exit", "forged": "forged record"}
+           "exited": "sys.exit", "forged": "forged record", "denied": "reaches outside"}
 _NOTES = {"restarted"}  # events that are details only, not problems
 
 
@@ -143,6 +143,9 @@ def _describe(event: dict) -> str:
         return f"nbgrader put back the test cells {', '.join(event['cells'])}"
     if event["kind"] == "restarted":
         return f"a fresh sandboxed kernel replayed the cells before {event['cell']} and grading went on"
+    if event["kind"] == "denied":
+        more = f" and {event['more']} more" if event.get("more") else ""
+        return f"the sandbox denied {'; '.join(event['calls'])}{more}"
     rest = ", ".join(f"{k}={v}" for k, v in event.items() if k != "kind")
     return f"{event['kind']}: {rest}"
 

@@ -8,7 +8,8 @@ submissions, grading cache, or other kernels' connection files. No network (its 
 namespace); the kernel's channels are IPC sockets in its scratch folder. Its own PID namespace, so
 every process it starts dies with it (``--die-with-parent``), and limits on memory, CPU time,
 processes and file size (``prlimit``). It runs under a uid of its own (:data:`KERNEL_UIDS`) in the
-group of the system user :data:`USER` (created on first use when the grader is root).
+group of the system user :data:`USER` (created on first use when the grader is root). ``strace``
+watches it from outside and reports what the sandbox denied it (``denials.py``).
 
 Where bubblewrap is missing, :func:`check_available` raises with what to install; ``autograde`` then
 refuses to run untrusted submissions unless told ``--trust-submissions``.
@@ -31,6 +32,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Unicode
 
 from ...errors import PagedKVError
+from .denials import MAX_SHOWN, denied, tracer
 
 USER = "pkv-grader"  # the unprivileged system user whose group student kernels run in
 #: Each kernel runs under its own unprivileged uid from this range (no login, no files outside its
@@ -200,6 +202,8 @@ class SandboxKernelManager(AsyncKernelManager):
         else:  # already unprivileged: bwrap sets up the sandbox in a user namespace
             self._uid, self._gid = os.geteuid(), os.getegid()
         self.scratch = new_scratch(self._uid, self._gid)
+        self.trace: Path | None = None  # the current kernel's strace log (``denials.py``)
+        self._launches = 0
         self.transport = "ipc"
         self.ip = str(self.scratch / "kernel" / "ipc")
         self.connection_file = str(self.scratch / "kernel" / "kernel.json")
@@ -236,10 +240,26 @@ class SandboxKernelManager(AsyncKernelManager):
                 env[key] = os.environ[key]
         kw["env"] = env
         kw["cwd"] = str(home)
-        return await super()._async_launch_kernel(bwrap_argv(self.scratch, Path(self.library), self._uid, self._gid, env)
-                                                  + list(kernel_cmd), **kw)
+        self._launches += 1
+        self.trace = self.scratch.parent / f"{self.scratch.name}.trace{self._launches}"  # outside the sandbox
+        return await super()._async_launch_kernel(
+            tracer(self.trace) + bwrap_argv(self.scratch, Path(self.library), self._uid, self._gid, env)
+            + list(kernel_cmd), **kw)
+
+    def denied(self) -> list[str]:
+        """What the sandbox denied this kernel so far (see ``denials.py``)."""
+        read_only = [Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.prefix).absolute(),
+                     Path(self.library).resolve()]
+        return denied(self.trace, cwd=self.scratch / "home", own=self.scratch, course=Path.cwd().resolve(),
+                      library=Path(__file__).resolve().parents[2], read_only=read_only) if self.trace else []
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
+        found = self.denied()
+        if found:
+            from .nbhooks import record  # here: nbhooks imports this module
+            record("denied", calls=found[:MAX_SHOWN], more=max(0, len(found) - MAX_SHOWN))
+        if self.trace is not None:
+            self.trace.unlink(missing_ok=True)
         if not restart:
             shutil.rmtree(self.scratch, ignore_errors=True)  # the kernel's files and any library copy made for it

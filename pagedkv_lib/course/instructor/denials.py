@@ -1,0 +1,96 @@
+"""What the sandbox denied a kernel: its failed reaches for the grader's files, from ``strace``.
+
+The sandbox itself stops a kernel from reading the course or writing the library (those paths do not
+exist inside it, or are read-only), but it says nothing. So the grader runs the sandboxed kernel under
+``strace`` (root, outside the sandbox, where the kernel cannot stop or edit it), logging only the file
+system calls that failed, and reads the log when the kernel ends. A failed call counts as a reach
+outside when its path lies
+
+- under the course root (the grader's working folder: ``solutions/``, ``submitted/``, the gradebook,
+  other students' notebooks), outside what the sandbox binds read-only (the venv may live there);
+- under the instructor's own copy of this library (the sandbox shows the kernel only its hidden copy);
+- in another kernel's scratch folder;
+- or when it tried to write to the read-only library copy or the venv (a bytecode cache excepted).
+
+Honest code touches none of these: imports search only the hidden library and the venv, and the
+kernel's home is its own scratch folder. A relative path is taken from the kernel's starting folder
+(a kernel that changed folder first is read as if it had not), and a path relative to an open folder
+is skipped. The tracer costs about 0.5 s per kernel that imports torch (``benchmarks/sandbox_kernel.py``).
+Without ``strace`` nothing is traced and nothing is flagged this way.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+#: The calls traced: every one that opens, creates, changes or runs a file by name (not ``stat``,
+#: which imports make thousands of times, so tracing it cost several seconds per kernel).
+CALLS = ("open,openat,openat2,creat,truncate,unlink,unlinkat,rename,renameat,renameat2,mkdir,mkdirat,rmdir,"
+         "link,linkat,symlink,symlinkat,chmod,fchmodat,chown,fchownat,execve")
+_WRITES = {"creat", "truncate", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
+           "rmdir", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmodat", "chown", "fchownat"}
+_LINE = re.compile(r"^\d+\s+(?P<call>\w+)\((?P<args>.*)\)\s+=\s+-1\s+(?P<errno>E[A-Z0-9]+)")
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+MAX_SHOWN = 5  # denied calls named in a status; the count says how many more
+
+
+def tracer(log: Path) -> list[str]:
+    """The command prefix that traces a kernel's failed file calls into ``log``; empty without strace.
+
+    strace dies with the process that started it (``setpriv --pdeathsig``): a grading worker killed for
+    overrunning its budget takes the tracer with it, and the sandbox dies with the tracer."""
+    found = shutil.which("strace")
+    if found is None:
+        return []
+    return ["setpriv", "--pdeathsig", "KILL", "--", found, "-f", "-qq", "--seccomp-bpf", "-e", f"trace={CALLS}",
+            "-e", "status=failed", "-o", str(log)]
+
+
+def _is_write(call: str, args: str) -> bool:
+    return call in _WRITES or (call.startswith("open") and bool(re.search(r"O_(WRONLY|RDWR|CREAT|TRUNC)", args)))
+
+
+def _paths(call: str, args: str, cwd: Path) -> list[Path]:
+    quoted = _QUOTED.findall(args)
+    if call.endswith("at") or call in ("renameat2", "openat2"):
+        if not args.startswith(("AT_FDCWD", '"/')):  # relative to an open folder we cannot name
+            quoted = [q for q in quoted if q.startswith("/")]
+    if call == "execve":
+        quoted = quoted[:1]  # the program; the rest are its arguments
+    return [Path(os.path.normpath(cwd / q)) for q in quoted if q]
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _other_kernel(path: Path, own: Path) -> bool:
+    """Whether ``path`` is in a kernel scratch folder (``pkv-kernel-*``, see ``sandbox.new_scratch``) not ``own``."""
+    return any(p.name.startswith("pkv-kernel-") for p in (path, *path.parents)) and not _under(path, own)
+
+
+def denied(log: Path, *, cwd: Path, own: Path, course: Path, library: Path, read_only: list[Path]) -> list[str]:
+    """The reaches outside in one kernel's trace ``log``, each as ``"call path (ERRNO)"``.
+
+    ``cwd`` is the kernel's starting folder, ``own`` its scratch folder, ``course`` the course root,
+    ``library`` the instructor's library package, ``read_only`` what the sandbox binds read-only (the
+    Python installation, the venv, the hidden library copy)."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        call, args, errno = m["call"], m["args"], m["errno"]
+        for path in _paths(call, args, cwd):
+            bound = any(_under(path, ro) for ro in read_only)
+            off_limits = (_under(path, course) and not bound) or _under(path, library) or _other_kernel(path, own)
+            writes_bound = bound and _is_write(call, args) and "__pycache__" not in path.parts
+            if off_limits or writes_bound:
+                found.append(f"{call} {path} ({errno})")
+    return list(dict.fromkeys(found))

@@ -39,9 +39,10 @@ def _run(nb_path: Path, library: Path, arm: str) -> float:
         sandbox.tracer = lambda log: []
     try:
         nb = nbformat.read(nb_path, as_version=4)
-        km = sandbox.SandboxKernelManager(kernel_name="python3", library=str(library))
-        start = time.perf_counter()
-        NotebookClient(nb, km=km, timeout=120).execute(cwd=str(km.scratch / "home"))
+        os.environ[sandbox.LIBRARY_ENV] = str(library)
+        start = time.perf_counter()  # the client owns its kernel manager, so it stops the kernel at the end
+        NotebookClient(nb, kernel_manager_class=sandbox.SandboxKernelManager, kernel_name="python3",
+                       timeout=120).execute()
         return time.perf_counter() - start
     finally:
         sandbox.seed_font_cache, sandbox.tracer = real_seed, real_tracer

@@ -176,6 +176,7 @@ def grade_one(worker: Worker, root: Path, assignment: str, student: str, budget_
                 status.problems.append(_LABELS.get(event["kind"], event["kind"]))
             status.details.append(_describe(event))
     if not result["success"] and not status.problems:
+        worker.close()  # whatever went wrong in it, the next notebook (or the retry) gets a fresh worker
         status.problems.append("grader error")
         errors = [ln.strip() for ln in log.splitlines() if re.match(r"\s*\w+(Error|Exception):", ln)]
         status.details.append(errors[-1] if errors else "nbgrader failed with no error message")

@@ -253,6 +253,10 @@ class SandboxKernelManager(AsyncKernelManager):
         return denied(self.trace, cwd=self.scratch / "home", own=self.scratch, course=Path.cwd().resolve(),
                       library=Path(__file__).resolve().parents[2], read_only=read_only) if self.trace else []
 
+    async def cleanup_resources(self, restart: bool = False) -> None:
+        """What nbclient calls after a shutdown (``AsyncKernelManager`` binds it to the base class's code)."""
+        await self._async_cleanup_resources(restart=restart)
+
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         found = self.denied()

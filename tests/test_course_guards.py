@@ -37,7 +37,8 @@ def _cell_with(outputs, grade_id="q1_tests"):
 
 
 def test_cap_output_keeps_a_bounded_number_of_bytes(monkeypatch, tmp_path):
-    from pagedkv_lib.course.instructor.nbhooks import EVENTS_ENV, CapOutput
+    from pagedkv_lib.course.instructor.events import EVENTS_ENV
+    from pagedkv_lib.course.instructor.nbhooks import CapOutput
     monkeypatch.setenv(EVENTS_ENV, str(tmp_path / "events"))
     cell = _cell_with([{"output_type": "stream", "name": "stdout", "text": "z" * 1_000_000}])
     CapOutput(max_bytes=5_000).preprocess_cell(cell, {}, 0)

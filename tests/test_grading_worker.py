@@ -9,7 +9,8 @@ import pytest
 
 from classroom import answered, solutions_by_cell
 
-from pagedkv_lib.course.instructor.grade import EVENTS_ENV, _db_url, cached_releases, nbgrader_env
+from pagedkv_lib.course.instructor.events import EVENTS_ENV
+from pagedkv_lib.course.instructor.grade import _db_url, cached_releases, nbgrader_env
 from pagedkv_lib.course.instructor.sandbox import LIBRARY_ENV, MODE_ENV, hidden_library
 from pagedkv_lib.course.instructor.worker import Worker, WorkerTimeout
 from test_grading_sandbox import _course

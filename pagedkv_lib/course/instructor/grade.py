@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import PagedKVError
+from .events import EVENTS_ENV, read_events
 from .sandbox import MODE_ENV
 from .worker import Worker, WorkerTimeout
 
 SOURCE, RELEASE, SUBMITTED = "solutions", "exercises", "submitted"
-EVENTS_ENV = "PAGEDKV_GRADING_EVENTS"  # names the file where nbhooks.record writes events
 CACHE_DIR = "grading-cache"  # generated releases, and the hash of the sources they came from
 LOG_DIR = "grading-logs"  # <assignment>/<student>.log: each worker's nbgrader log, for the instructor
 DB_WAIT_S = 120  # seconds a worker waits for sqlite's write lock before giving up
@@ -126,12 +126,6 @@ def _db_url(root: Path) -> str:
     return f"sqlite:///{(root / 'gradebook.db').resolve()}?timeout={DB_WAIT_S}"
 
 
-def _events(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 _LABELS = {"timeout": "timed out", "stuck": "timed out", "kernel_died": "kernel died",
            "tampered": "tampered", "cells_missing": "cells missing", "huge_output": "huge output",
            "exited": "sys.exit", "forged": "forged record", "denied": "reaches outside"}
@@ -171,7 +165,7 @@ def grade_one(worker: Worker, root: Path, assignment: str, student: str, budget_
         logs = root / LOG_DIR / assignment
         logs.mkdir(parents=True, exist_ok=True)
         (logs / f"{student}.log").write_text(log, encoding="utf-8")
-        for event in _events(events):
+        for event in read_events(events):
             if event["kind"] not in _NOTES:
                 status.problems.append(_LABELS.get(event["kind"], event["kind"]))
             status.details.append(_describe(event))

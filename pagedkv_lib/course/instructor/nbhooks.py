@@ -1,9 +1,9 @@
 """nbgrader preprocessors that make one student's run safe to grade and say what happened in it.
 
 ``nbgrader_config.py`` puts them in nbgrader's pipelines. Each notes what it saw (a timeout, a dead
-kernel, a tampered locked cell, a capped output) with :func:`record`, which appends a JSON line to the
-file named by the ``PAGEDKV_GRADING_EVENTS`` environment variable; the course's ``autograde`` sets it
-for every student and turns the lines into that student's status.
+kernel, a tampered locked cell, a capped output) with ``events.record``, which appends a JSON line to
+the file named by the ``PAGEDKV_GRADING_EVENTS`` environment variable; the course's ``autograde`` sets
+it for every student and turns the lines into that student's status.
 """
 from __future__ import annotations
 
@@ -18,20 +18,12 @@ from jupyter_core.utils import run_sync
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Bool, Integer
 
-from .grade import EVENTS_ENV
+from .events import record
 from .nbclean import _grade_id, _is_test, _norm
 from ..learner.record import RECORD_MAX_BYTES
 from ..learner.testcell import PASS_MIME, RECORD_MIME
 from .judge import error_output, judge_notebook, kernel_source, records_in, trusted_from_gradebook
 from .sandbox import MODE_ENV, SandboxKernelManager
-
-
-def record(kind: str, **details) -> None:
-    """Append one event (``kind`` plus details) to this run's events file, if autograde asked for one."""
-    path = os.environ.get(EVENTS_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"kind": kind, **details}) + "\n")
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:

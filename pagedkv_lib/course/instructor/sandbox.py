@@ -33,6 +33,7 @@ from traitlets import Unicode
 
 from ...errors import PagedKVError
 from .denials import MAX_SHOWN, denied, tracer
+from .events import record
 
 USER = "pkv-grader"  # the unprivileged system user whose group student kernels run in
 #: Each kernel runs under its own unprivileged uid from this range (no login, no files outside its
@@ -261,7 +262,6 @@ class SandboxKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         found = self.denied()
         if found:
-            from .nbhooks import record  # here: nbhooks imports this module
             record("denied", calls=found[:MAX_SHOWN], more=max(0, len(found) - MAX_SHOWN))
         if self.trace is not None:
             self.trace.unlink(missing_ok=True)

@@ -83,7 +83,7 @@ class Worker:
         while b"\n" not in self.buffer:
             left = deadline - time.monotonic()
             if left <= 0:
-                self.close()
+                self.close(now=True)
                 raise WorkerTimeout
             ready, _, _ = select.select([self.answers], [], [], left)
             if ready:
@@ -94,17 +94,25 @@ class Worker:
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line
 
-    def close(self) -> None:
-        """Stop the worker process and everything in its process group; a no-op when none runs."""
+    def close(self, now: bool = False) -> None:
+        """Stop the worker process, and everything in its process group; a no-op when none runs.
+
+        An idle worker is asked to end (its stdin closes) and given a few seconds; ``now`` (a job past
+        its budget) or a worker that does not end is killed."""
         if self.proc is None:
             return
+        try:
+            self.proc.stdin.close()
+            if not now:
+                self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         self.proc.wait()
-        self.proc.stdin.close()
         os.close(self.answers)
         shutil.rmtree(self.tmp, ignore_errors=True)  # what a killed worker's kernels could not clean up
         self.proc = None

@@ -2,8 +2,8 @@
 
 The sandbox itself stops a kernel from reading the course or writing the library (those paths do not
 exist inside it, or are read-only), but it says nothing. So the grader runs the sandboxed kernel under
-``strace`` (root, outside the sandbox, where the kernel cannot stop or edit it), logging only the file
-system calls that failed, and reads the log when the kernel ends. A failed call counts as a reach
+``strace`` (outside the sandbox, where the kernel can neither stop nor edit it), logging only the
+file system calls that failed, and reads the log when the kernel ends. A failed call counts as a reach
 outside when its path lies
 
 - under the course root (the grader's working folder: ``solutions/``, ``submitted/``, the gradebook,

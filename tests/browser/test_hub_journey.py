@@ -175,6 +175,27 @@ def _owned_by(uids: set[int]) -> list[int]:
     return [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and _uid(e) in uids]
 
 
+def _outliving(uids: set[int], grace_s: float = 30.0) -> list[int]:
+    """Processes of ``uids`` still there after ``grace_s`` seconds: a server's kernels and their sandboxes
+    take a moment to die after the hub's SIGTERM, longer on a loaded machine; one that stays is a leftover."""
+    deadline = time.monotonic() + grace_s
+    while (owned := _owned_by(uids)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return owned
+
+
+def _commands(pids: list[int]) -> list[str]:
+    """``pid: command line`` of each process, for a failure message."""
+    out = []
+    for pid in pids:
+        try:
+            command = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            out.append(f"{pid}: {command[:300]}")
+        except OSError:
+            out.append(f"{pid}: (gone)")
+    return out
+
+
 def _uid(entry: Path) -> int | None:
     try:
         return entry.stat().st_uid
@@ -229,7 +250,7 @@ def hub():
         info["seen"] |= _descendants(make.pid)
         left = _stop(info)
         uids = {pwd.getpwnam(u).pw_uid for u in (INSTRUCTOR, LEARNER1, LEARNER2) if _exists(u)}
-        stray = _owned_by(uids)
+        stray = _commands(_outliving(uids))
         removed = subprocess.run([*ACCOUNTS, "remove", "--roster", str(roster)], capture_output=True, text=True)
         shutil.rmtree(tmp, ignore_errors=True)
         for p, mode in opened.items():
@@ -429,7 +450,8 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
     assert left == [], f"still running after the hub stopped: {left}"
     assert hub["make"].poll() is not None
     uids = {pwd.getpwnam(u).pw_uid for u in (INSTRUCTOR, LEARNER1, LEARNER2)}
-    assert _owned_by(uids) == [], "a test user still has processes"
+    owned = _outliving(uids)
+    assert owned == [], f"a test user still has processes: {_commands(owned)}"
     # the fixture's teardown then removes the users, their homes and the tmp folder, and checks that
 
 

@@ -66,9 +66,12 @@ def prompts(notebook) -> list[str]:
 def run_all(page, notebook, timeout: float = 240) -> None:
     """Run > Run All Cells, and wait until every code cell has run and the kernel is idle.
 
-    Under load JupyterLab sometimes runs only part of the notebook (a click before the kernel is
-    connected); when the kernel has been idle for 10 s with cells still unrun, Run All again (twice at most).
+    Every output is cleared first: a notebook saved with its outputs (an earlier test's File > Save)
+    shows numbered prompts, and a Run All that never started would look finished. Under load
+    JupyterLab sometimes runs only part of the notebook (a click before the kernel is connected);
+    when the kernel has been idle for 10 s with cells still unrun, Run All again (twice at most).
     """
+    menu(page, "Edit", "Clear Outputs of All Cells")
     menu(page, "Run", "Run All Cells")
     wait_all_ran(page, notebook, prompts, kernel_status, "[ ]:", timeout,
                  rerun=lambda: menu(page, "Run", "Run All Cells"), retries=2)

@@ -1,7 +1,8 @@
 """A hostile class, graded through the sandbox: every attacker answers every question wrong (fair score 0).
 
 One attacker per attack class of issue 18: frame inspection, a background thread re-patching the checks,
-garbage-collector hunting, rigged comparisons and conversions, a forged record, copying a neighbour's
+garbage-collector hunting, rigged comparisons and conversions, a forged record, forged answers of the
+grading worker written to every descriptor the kernel holds, copying a neighbour's
 submission, calling the library's own implementation, rewriting the library, solutions, gradebook and
 grades.csv (also by a path spelled so that only the sandbox's report of what it denied can flag it), and
 runaway processes, memory and files (each bounded by the sandbox's limits, so the test
@@ -169,6 +170,23 @@ except OSError:
 def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
     return 0
 """
+# Writes forged worker answers ("this job succeeded") into every pipe and file its kernel holds, aiming at
+# the descriptor on which the grading worker answers its parent. The worker holds that one close-on-exec,
+# so the kernel never has it (test_grading_worker checks the flag; with it inherited, this attack ended
+# its job early and stopped the whole class's autograde). It reaches only its own kernel's pipes, so
+# there is nothing to flag.
+CHANNELS = """import json, os, stat
+forged = (json.dumps({"success": True, "log": "", "error": ""}) + "\\n").encode()
+for fd in range(3, 1024):
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISREG(os.fstat(fd).st_mode):
+            os.set_blocking(fd, False)
+            os.write(fd, forged * 32)
+    except OSError:
+        pass
+def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
+    return 0
+"""
 ATTACKERS = {  # student: (answers over WRONG, words that must be in their status)
     "a_frames": ({"q1_answer": FRAMES}, ["reaches outside", "frame inspection"]),
     "a_thread": ({"q1_answer": THREAD}, ["reaches outside", "threads or processes"]),
@@ -179,6 +197,7 @@ ATTACKERS = {  # student: (answers over WRONG, words that must be in their statu
     "a_library": ({"q2_answer": LIBRARY_Q2, "q3_answer": LIBRARY_Q3}, ["library implementation", "blocks_needed"]),
     "a_rewrite": ({"q1_answer": REWRITE}, ["reaches outside", "files outside its sandbox"]),
     "a_runaway": ({"q1_answer": RUNAWAY}, ["reaches outside", "threads or processes"]),
+    "a_channels": ({"q1_answer": CHANNELS}, []),
     "a_oblique": ({"q1_answer": OBLIQUE}, ["reaches outside", "the sandbox denied", "gradebook.db (ENOENT)"]),
     # nbgrader itself stops on a locked cell without a grade id (KeyError), so the notebook scores 0 as a
     # grader error; the judge's own rule (never run such a cell) is tested in test_course_guards.

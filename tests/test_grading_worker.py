@@ -12,7 +12,7 @@ from classroom import answered, solutions_by_cell
 from pagedkv_lib.course.instructor.events import EVENTS_ENV
 from pagedkv_lib.course.instructor.grade import _db_url, cached_releases, nbgrader_env
 from pagedkv_lib.course.instructor.sandbox import LIBRARY_ENV, MODE_ENV, hidden_library
-from pagedkv_lib.course.instructor.worker import Worker, WorkerTimeout
+from pagedkv_lib.course.instructor.worker import Worker, WorkerTimeout, _answer
 from test_grading_sandbox import _course
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class")]
@@ -34,6 +34,23 @@ def _slow_student(root: Path) -> None:
     (folder / f"{NAME}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
 
 
+def _close_on_exec(worker: Worker) -> bool:
+    """Whether the worker process holds its answers descriptor close-on-exec (so no kernel it starts has it)."""
+    fd = next(a.split("=")[1] for a in worker.proc.args if a.startswith("--answers-fd="))
+    flags = next(ln for ln in Path(f"/proc/{worker.proc.pid}/fdinfo/{fd}").read_text().splitlines()
+                 if ln.startswith("flags:"))
+    return bool(int(flags.split()[1], 8) & 0o2000000)  # O_CLOEXEC
+
+
+def test_only_a_well_formed_answer_with_the_jobs_own_id_ends_a_job():
+    good = {"id": "a1", "success": True, "log": "", "error": ""}
+    assert _answer(json.dumps(good).encode(), "a1") == good
+    forged = [b"not json", b"[]", json.dumps({**good, "id": "b2"}).encode(), json.dumps({**good, "log": None}).encode(),
+              json.dumps({k: v for k, v in good.items() if k != "id"}).encode(),
+              json.dumps({**good, "success": "yes"}).encode()]
+    assert [_answer(line, "a1") for line in forged] == [None] * len(forged)
+
+
 def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself(tmp_path):
     root = _course(tmp_path, NAME)
     _slow_student(root)
@@ -50,6 +67,7 @@ def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself
             assert first["success"] and second["success"], (first["error"], second["error"])
             assert worker.proc.pid == pid and worker.jobs == 2  # the same process, warm
             assert "Autograding" in second["log"]
+            assert _close_on_exec(worker), "the worker's answers descriptor would be inherited by its kernels"
 
             scratch = worker.tmp
             with pytest.raises(WorkerTimeout):

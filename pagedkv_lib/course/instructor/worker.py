@@ -13,15 +13,19 @@ A job past its wall-clock budget kills the worker's process group (the kernel's 
 parent, ``--die-with-parent``); the next job starts a fresh worker. A worker is also replaced after
 :data:`JOBS_PER_WORKER` jobs, which bounds any memory nbgrader keeps between jobs.
 
-Protocol: one JSON line per job on the worker's stdin, ``{"assignment", "student", "env"}``; one JSON
-line per answer on the file descriptor named by its ``--answers-fd`` (its stdout is the log's, since
-nbgrader and the kernels print there), ``{"success", "log", "error"}``.
+Protocol: one JSON line per job on the worker's stdin, ``{"id", "assignment", "student", "env"}``; one
+JSON line per answer on the file descriptor named by its ``--answers-fd`` (its stdout is the log's, since
+nbgrader and the kernels print there), ``{"id", "success", "log", "error"}``. The worker makes that
+descriptor non-inheritable before it starts anything, so no kernel holds it; and the parent takes only
+a well-formed answer that carries the job's own random ``id``, so a line written by anyone else
+(a kernel given the descriptor by a launcher that keeps descriptors open) cannot end a job.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -66,18 +70,23 @@ class Worker:
             self.close()
             self._start()
         self.jobs += 1
-        job = json.dumps({"assignment": assignment, "student": student, "env": env}) + "\n"
+        job_id = secrets.token_hex(16)
+        job = json.dumps({"id": job_id, "assignment": assignment, "student": student, "env": env}) + "\n"
         try:
             self.proc.stdin.write(job.encode())
             self.proc.stdin.flush()
         except BrokenPipeError:
             self.close()
             return {"success": False, "log": "", "error": "the grading worker exited before the job was sent"}
-        line = self._read_line(time.monotonic() + budget_s)
-        if line is None:
-            self.close()
-            return {"success": False, "log": "", "error": "the grading worker exited during the job"}
-        return json.loads(line)
+        deadline = time.monotonic() + budget_s
+        while True:
+            line = self._read_line(deadline)
+            if line is None:
+                self.close()
+                return {"success": False, "log": "", "error": "the grading worker exited during the job"}
+            answer = _answer(line, job_id)
+            if answer is not None:
+                return answer
 
     def _read_line(self, deadline: float) -> bytes | None:
         while b"\n" not in self.buffer:
@@ -118,6 +127,19 @@ class Worker:
         self.proc = None
 
 
+def _answer(line: bytes, job_id: str) -> dict | None:
+    """The worker's answer to job ``job_id`` in ``line``, or None for anything else (not JSON, another id,
+    fields of the wrong type)."""
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        return None
+    if (isinstance(answer, dict) and answer.get("id") == job_id and isinstance(answer.get("success"), bool)
+            and isinstance(answer.get("log"), str) and isinstance(answer.get("error"), str)):
+        return answer
+    return None
+
+
 def serve(root: Path, timeout_s: int, db_url: str, answers) -> None:
     """The worker process: answer each job read from stdin with nbgrader's result, until stdin closes."""
     os.chdir(root)  # nbgrader reads nbgrader_config.py from the working folder, as its command line does
@@ -136,7 +158,9 @@ def serve(root: Path, timeout_s: int, db_url: str, answers) -> None:
         previous = job["env"]
         os.environ.update(previous)  # read by the course's hooks when this job's preprocessors start
         result = api.autograde(job["assignment"], job["student"], force=True, create=True)
-        answers.write(json.dumps({k: result.get(k, "") for k in ("success", "log", "error")}) + "\n")
+        answer = {"id": job["id"], "success": bool(result.get("success")),
+                  **{k: str(result.get(k) or "") for k in ("log", "error")}}
+        answers.write(json.dumps(answer) + "\n")
         answers.flush()
 
 
@@ -147,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--db-url", required=True)
     ap.add_argument("--answers-fd", type=int, required=True)
     args = ap.parse_args(argv)
+    os.set_inheritable(args.answers_fd, False)  # nothing this process starts (kernels, tracers) may hold it
     with os.fdopen(args.answers_fd, "w", encoding="utf-8") as answers:
         serve(Path(args.root), args.timeout, args.db_url, answers)
 

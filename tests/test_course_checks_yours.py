@@ -158,3 +158,33 @@ def test_tensor_arguments_are_shown_by_shape_and_long_ones_cut():
         checks.yours("parse_answer")([0] * 100)
     assert _one_line(failure).startswith("CheckFailed: parse_answer([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, "
                                          "0, 0, 0, 0,...) raised TypeError")
+
+
+def _crash():
+    import os
+    import signal
+    os.kill(os.getpid(), signal.SIGSEGV)  # what a store outside its tensor does to the launching process
+
+
+def _hang():
+    import time
+    time.sleep(120)
+
+
+def test_isolated_returns_the_result_and_turns_a_crash_or_an_error_into_one_line():
+    assert checks.isolated("sum", sum, [1, 2, 3]) == 6
+    with pytest.raises(checks.CheckFailed, match=r"^crash crashed the process \(SIGSEGV\): most likely a tl.store"):
+        checks.isolated("crash", _crash)
+    with pytest.raises(checks.CheckFailed, match=r"^parse raised JSONDecodeError"):
+        checks.isolated("parse", parse_answer, "{")
+
+
+def test_isolated_stops_a_child_past_its_time_and_leaves_it_dead():
+    import os
+    import time
+    start = time.monotonic()
+    with pytest.raises(checks.CheckFailed, match=r"^hang ran past 1 s$"):
+        checks.isolated("hang", _hang, timeout_s=1)
+    assert time.monotonic() - start < 30  # the 120 s sleep was cut short
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child of this process is left, running or unreaped

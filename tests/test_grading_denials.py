@@ -37,6 +37,9 @@ HOSTILE = {
         "openat /tmp/pkv-worker-x/pkv-kernel-theirs/kernel/kernel.json (ENOENT)",
     '8 renameat2(AT_FDCWD, "/tmp/x", AT_FDCWD, "/srv/course/grades.csv", 0) = -1 ENOENT (No such file)':
         "renameat2 /srv/course/grades.csv (ENOENT)",
+    # creat names no folder (it is not an *at call): its relative path is read from the kernel's home
+    '8 creat("../../pkv-kernel-theirs/home/answers.py", 0644) = -1 EACCES (Permission denied)':
+        "creat /tmp/pkv-worker-x/pkv-kernel-theirs/home/answers.py (EACCES)",
 }
 
 

@@ -34,6 +34,8 @@ CALLS = ("open,openat,openat2,creat,truncate,unlink,unlinkat,rename,renameat,ren
          "link,linkat,symlink,symlinkat,chmod,fchmodat,chown,fchownat,execve")
 _WRITES = {"creat", "truncate", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
            "rmdir", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmodat", "chown", "fchownat"}
+_AT_CALLS = {"openat", "openat2", "unlinkat", "renameat", "renameat2", "mkdirat", "linkat", "symlinkat",
+             "fchmodat", "fchownat"}  # their paths may be relative to an open folder (a dirfd)
 _LINE = re.compile(r"^\d+\s+(?P<call>\w+)\((?P<args>.*)\)\s+=\s+-1\s+(?P<errno>E[A-Z0-9]+)")
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 MAX_SHOWN = 5  # denied calls named in a status; the count says how many more
@@ -69,7 +71,7 @@ def _is_write(call: str, args: str) -> bool:
 
 def _paths(call: str, args: str, cwd: Path) -> list[Path]:
     quoted = _QUOTED.findall(args)
-    if call.endswith("at") or call in ("renameat2", "openat2"):
+    if call in _AT_CALLS:
         if not args.startswith(("AT_FDCWD", '"/')):  # relative to an open folder we cannot name
             quoted = [q for q in quoted if q.startswith("/")]
     if call == "execve":

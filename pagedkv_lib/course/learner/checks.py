@@ -263,6 +263,7 @@ def isolated(label: str, fn: Any, *args: Any, timeout_s: float = 300) -> Any:
     """
     import os
     import pickle
+    import select
     import signal
     import time
     if not hasattr(os, "fork"):
@@ -285,23 +286,27 @@ def isolated(label: str, fn: Any, *args: Any, timeout_s: float = 300) -> Any:
             pipe.write(data)
         os._exit(0)
     os.close(write)
-    chunks, deadline = [], time.monotonic() + timeout_s
-    with os.fdopen(read, "rb") as pipe:
-        chunks.append(pipe.read())
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
+    chunks, deadline, status = [], time.monotonic() + timeout_s, None
+    try:
+        while True:  # read until the child closes the pipe (it is leaving) or the time is up
+            ready, _, _ = select.select([read], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise CheckFailed(f"{label} ran past {timeout_s:.0f} s")
+            chunk = os.read(read, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
+    finally:  # past its time, or interrupted (a KeyboardInterrupt from nbclient): the child goes too
+        os.close(read)
+        if status is None:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            raise CheckFailed(f"{label} ran past {timeout_s:.0f} s")
-        time.sleep(0.01)
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
         raise CheckFailed(f"{label} crashed the process ({name}): most likely a tl.store or tl.load whose "
                           "offsets point outside its tensor (a sign or an index in a pointer sum)")
-    kind, value = pickle.loads(b"".join(chunks)) if chunks and chunks[0] else ("failed", f"{label} stopped with no result")
+    kind, value = pickle.loads(b"".join(chunks)) if chunks else ("failed", f"{label} stopped with no result")
     if kind == "failed":
         raise CheckFailed(value)
     return value

@@ -37,19 +37,15 @@ so that only the manager differs.
 from __future__ import annotations
 
 import argparse
-import atexit
 import gc
 import importlib
 import os
 import platform
 import random
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 
+from at_revision import library_at  # benchmarks/, this script's folder, is on sys.path
 from pagedkv_lib.blocks.manager import BlockManager
 from pagedkv_lib.errors import OutOfBlocksError
 
@@ -269,15 +265,7 @@ CPU = time.process_time
 
 def load_baseline(rev: str):
     """``pagedkv_lib`` as of git revision ``rev``, imported as package ``pagedkv_baseline``."""
-    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                          check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    folder = tempfile.mkdtemp(prefix="pagedkv_baseline_")
-    atexit.register(shutil.rmtree, folder, True)  # removed when the benchmark exits
-    archive = subprocess.run(["git", "archive", rev, "pagedkv_lib"], capture_output=True, check=True, cwd=root)
-    subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
-    os.rename(os.path.join(folder, "pagedkv_lib"), os.path.join(folder, "pagedkv_baseline"))
-    sys.path.insert(0, folder)
-    base = importlib.import_module("pagedkv_baseline")
+    base = library_at(rev, "pagedkv_baseline")
     for name in ("blocks.manager", "sim.paged_memory", "sim.simulate", "sim.workloads"):
         importlib.import_module(f"pagedkv_baseline.{name}")
     # Old and new raise and catch one OutOfBlocksError class, so one driver serves both.

@@ -31,20 +31,18 @@ nano-vllm's block manager imports ``xxhash`` and ``numpy``: ``pip install xxhash
 from __future__ import annotations
 
 import argparse
-import atexit
 import importlib
 import importlib.util
 import os
 import platform
 import random
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import types
 
+from at_revision import library_at  # benchmarks/, this script's folder, is on sys.path
 from pagedkv_lib.blocks.manager import BlockManager
 
 NANO_FILE = "nanovllm/engine/block_manager.py"
@@ -105,16 +103,8 @@ def load_nano_vllm(path: str):
 
 def load_baseline(rev: str):
     """Our ``BlockManager`` as of git revision ``rev`` (its ``pagedkv_lib`` imported under another name)."""
-    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True,
-                          cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    folder = tempfile.mkdtemp(prefix="pagedkv_baseline_")
-    atexit.register(shutil.rmtree, folder, True)
-    archive = subprocess.run(["git", "archive", rev, "pagedkv_lib"], capture_output=True, check=True, cwd=root)
-    subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
-    package = f"pagedkv_at_{len(sys.modules)}"
-    os.rename(os.path.join(folder, "pagedkv_lib"), os.path.join(folder, package))
-    sys.path.insert(0, folder)
-    return importlib.import_module(f"{package}.blocks.manager").BlockManager
+    package = library_at(rev, f"pagedkv_at_{len(sys.modules)}")
+    return importlib.import_module(f"{package.__name__}.blocks.manager").BlockManager
 
 
 def make_ops(num_requests: int, max_running: int, seed: int) -> list[tuple]:

@@ -33,7 +33,7 @@ from classroom import WRONG, answered, solutions_by_cell  # noqa: E402
 from pagedkv_lib import course  # noqa: E402
 from pagedkv_lib.course.instructor.grade import nbgrader  # noqa: E402
 
-NAME = "ps2_math"  # the set the synthetic class hands in
+NAME = "ps2_math"  # the set the class answers wrong (others: half-answered), and the fixed-cost run's
 
 
 def _course(dst: Path, sets: list[str]) -> Path:

@@ -11,7 +11,7 @@ interleaved, in this one process:
 - without strace (``denials.py``: the report of what the sandbox denied the kernel);
 - with jupyter_client's own shutdown wait (5 s: SIGTERM only after 2.5 s).
 
-A third arm was tried on 2026-12-02 and dropped: the hidden library compiled to bytecode (the kernel
+Another arm was tried on 2026-12-02 and dropped: the hidden library compiled to bytecode (the kernel
 may not write ``__pycache__`` there). It gained nothing measurable on ps2_math (median 1.43 s against
 1.31 s without, n=5).
 

@@ -1,11 +1,16 @@
 """A class folder of realistic and adversarial ps2_math downloads, built from the released notebook.
 
 Used by the end-to-end class test. Each entry: file path inside the downloads folder, the notebook
-text, and the fair raw score (None: the file is not graded as that student).
+text, and the fair raw score (None: the file is not graded as that student). Also the scratch course
+the grading tests start from (:func:`course_copy`).
 """
 import copy
 import json
 import re
+import shutil
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
 
 CHEAT_OVERRIDE = "check_value = check_known_mistakes = lambda *a, **k: None\n"
 CHEAT_PATCH_LIBRARY = ("import pagedkv_lib.course as _c, builtins\n"
@@ -124,3 +129,12 @@ def build(release: dict, solution: dict) -> list[tuple[str, str, float | None, s
     files.append(("notes.txt", "my notes, not a notebook\n", None, ""))
     files.append(("truncated.ipynb", json.dumps(perfect(), indent=1)[:5000], 0.0, "unreadable"))
     return files
+
+
+def course_copy(root: Path, name: str) -> Path:
+    """A course folder at ``root`` (created): nbgrader's config and one set's solution and release."""
+    root.mkdir()
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    for folder in ("solutions", "exercises"):
+        shutil.copytree(REPO / folder / name, root / folder / name)
+    return root

@@ -241,16 +241,10 @@ def test_ordinary_downloads_are_not_taken_for_canvas_ones():
 def test_canvas_zip_to_canvas_import_through_real_autograding(tmp_path):
     """Canvas's zip in, nbgrader's autograde, grades-canvas.csv out: the solution's points land under
     the roster's column for the right Canvas user, the empty notebook's 0 under the other."""
-    import shutil
-
-    from classroom import answered, solutions_by_cell
+    from classroom import answered, course_copy, solutions_by_cell
     from pagedkv_lib import course
     from pagedkv_lib.course.instructor.intake import release_notebooks
-    root = tmp_path / "course"
-    root.mkdir()
-    shutil.copy(REPO / "nbgrader_config.py", root)
-    for folder in (course.SOURCE, course.RELEASE):
-        shutil.copytree(REPO / folder / "ps2_math", root / folder / "ps2_math")
+    root = course_copy(tmp_path / "course", "ps2_math")
     release = json.loads((REPO / course.RELEASE / "ps2_math" / "ps2_math.ipynb").read_text(encoding="utf-8"))
     solution = json.loads((REPO / course.SOURCE / "ps2_math" / "ps2_math.ipynb").read_text(encoding="utf-8"))
     downloads = tmp_path / "submissions.zip"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from classroom import WRONG, answered, solutions_by_cell
+from classroom import WRONG, answered, course_copy, solutions_by_cell
 from conftest import REPO
 from pagedkv_lib import course
 from pagedkv_lib.course.instructor.nbclean import normalise
@@ -238,11 +238,7 @@ def _injected_cell(root: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hostile") / "course"
-    root.mkdir()
-    shutil.copy(REPO / "nbgrader_config.py", root)
-    for folder in (course.SOURCE, course.RELEASE):
-        shutil.copytree(REPO / folder / NAME, root / folder / NAME)
+    root = course_copy(tmp_path_factory.mktemp("hostile") / "course", NAME)
     release = json.loads((root / course.RELEASE / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8"))
     good = solutions_by_cell(json.loads((root / course.SOURCE / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8")))
     students = {HONEST: good, VICTIM: WRONG, **{s: {**WRONG, **over} for s, (over, _) in ATTACKERS.items()}}

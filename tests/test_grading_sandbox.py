@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from classroom import answered, solutions_by_cell
+from classroom import answered, course_copy, solutions_by_cell
 from conftest import REPO
 from pagedkv_lib import course
 from pagedkv_lib.course.instructor import sandbox
@@ -91,11 +91,7 @@ def test_the_hidden_library_keeps_everything_else(tmp_path):
 
 
 def _course(tmp_path: Path, name="ps1_intuition") -> Path:
-    root = tmp_path / "course"
-    root.mkdir()
-    shutil.copy(REPO / "nbgrader_config.py", root)
-    for folder in (course.SOURCE, course.RELEASE):
-        shutil.copytree(REPO / folder / name, root / folder / name)
+    root = course_copy(tmp_path / "course", name)
     release = json.loads((root / course.RELEASE / name / f"{name}.ipynb").read_text(encoding="utf-8"))
     good = solutions_by_cell(json.loads((root / course.SOURCE / name / f"{name}.ipynb").read_text(encoding="utf-8")))
     folder = root / course.SUBMITTED / "ada" / name

@@ -44,7 +44,8 @@ from .stats import AllocatorStats
 
 
 class _Request:
-    """One live request: ``len(table) == ceil(len(tokens) / S)``, and every full block is in the prefix cache."""
+    """One live request: ``len(table) == ceil(len(tokens) / S)``, and (with prefix caching on) every full
+    block is in the prefix cache."""
 
     __slots__ = ("table", "tokens", "salt")
 
@@ -144,7 +145,7 @@ class BlockManager:
         """
         T, S = len(req.tokens), self.block_size
         copy = n > 0 and T % S > 0 and self._pool.ref_count(req.table[-1]) > 1
-        return copy, -(-(T + n) // S) - len(req.table)
+        return copy, blocks_needed(T + n, S) - len(req.table)
 
     def _take_append_blocks(self, request_id: str, req: _Request, copy: bool, grow: int, n: int) -> list:
         """Take the blocks the append rule asks for (or raise, changing nothing); return the copy pairs."""

@@ -19,6 +19,7 @@ import numbers
 import os
 from typing import Sequence
 
+from ..course.learner import check_value
 from . import practice as _practice_module
 from . import record as saved
 from .gate_view import GateView
@@ -208,7 +209,6 @@ class Gate(Shown):
 
 def _close(value, answer, tolerance: float) -> bool:
     """A number prediction is right within ``tolerance`` (relative), through the course's matcher."""
-    from ..course.learner import check_value  # here, not at the top: course imports nbconvert (seconds)
     try:
         check_value("prediction", float(value), float(answer), rel_tol=tolerance)
     except AssertionError:

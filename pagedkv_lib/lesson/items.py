@@ -219,7 +219,8 @@ LESSONS = {
              "values are already computed (no prefill for those tokens). Section 1 shows hits, and why the "
              "last prompt token is always computed again."),
         (Item("concept", "concept", "A block manager with vLLM's semantics",
-              "Blocks carry ref counts; full blocks get a prefix-cache key that names their parent block; "
+              "Blocks carry ref counts; each full block is filed in the prefix cache under a node for its whole "
+              "prefix (the parent's node, its tokens, a salt); "
               "fork shares every block and the first write into a shared partial block copies it.",
               ("Section 1, steps 1-4, and the block maps after each",
                "check_invariants, which rebuilds every count from the tables",

@@ -17,7 +17,7 @@ from matplotlib.patches import Patch
 from . import viz, gates as W
 from ..validation import check_choice, check_int
 from .record import Slot
-from .views import widget_bundle
+from .views import Shown
 from .lab import DESCRIPTIONS, EFFECTS, TRACES, LabRun, explain, ledger_table, run_lab
 from ..sim import POLICIES, alpaca_like, format_table, parallel_sampling, run_policies, sharegpt_like
 from ..sim.plots import plot_results
@@ -31,19 +31,21 @@ SAVED_COMMITS = 8
 later ones stay in the kernel's record (``gates.record()``)."""
 
 
-class _Slotted:
-    """A lab shown with :data:`SAVED_COMMITS` slots under it; each armed gate takes the first empty one."""
+class _Slotted(Shown):
+    """A lab shown with its slots under it; each armed gate takes the first empty one. A lab is its own
+    widget view (its ``box``)."""
 
     slots: list
 
     def _slot(self) -> Slot | None:
         return next((s for s in self.slots if s.empty), None)
 
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self._repr_mimebundle_(), raw=True)
-        for slot in self.slots:
-            slot.show()
+    @property
+    def widget(self):
+        return self
+
+    def shown_slots(self) -> list:
+        return self.slots
 
 
 def plot_tables(run: LabRun, ax=None):
@@ -199,12 +201,6 @@ class AllocationLab(_Slotted):
         return ("ALLOCATION LAB (without widgets, change controls with this object's "
                 ".set(trace=..., block_size=..., sharing=..., n=...))\n" + self.gate.text())
 
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        return widget_bundle(self.text(), lambda: self)
-
 
 SIM_TRACES = {
     "ShareGPT-like, 300 requests": lambda: sharegpt_like(300, seed=0),
@@ -262,12 +258,6 @@ class SimulatorLab(_Slotted):
 
     def text(self) -> str:
         return "SIMULATOR LAB (without widgets, choose a trace with SimulatorLab(trace))\n" + self.gate.text()
-
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        return widget_bundle(self.text(), lambda: self)
 
 
 def _sim_note(results, ratio: float) -> str:

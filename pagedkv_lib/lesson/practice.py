@@ -13,6 +13,7 @@ import math
 import numbers
 from typing import Sequence
 
+from ..course.learner import check_value
 from . import canvas as _canvas
 from . import record as saved
 from .inputs import check_id, lookup, parse_number
@@ -76,7 +77,6 @@ class Practice(Shown):
         The first try is saved with the notebook: in the running cell, or (``clicked``) in the
         slot under the practice.
         """
-        from ..course.learner import check_value  # here, not at the top: course imports nbconvert (seconds)
         got = parse_number(f"value for {self.id!r}", value) if isinstance(value, str) else value
         left = self.hints_shown < len(self.hints)
         try:

@@ -16,12 +16,8 @@ import os
 import uuid
 from datetime import datetime, timezone
 
+from ..course.learner.record import PREDICTION_KINDS as KINDS, PREDICTION_MIME as MIME  # noqa: F401 (saved.MIME)
 from .views import in_kernel
-
-MIME = "application/vnd.pagedkv.prediction+json"
-"""The mime type of a saved commit."""
-
-KINDS = ("choice", "number", "text")
 
 RECORD: list[dict] = []
 """Every commit and practice check of this kernel, oldest first (read it through ``gates.record()``)."""

@@ -11,7 +11,7 @@ Ctrl+C. Nothing here makes a network call. Without widgets, :meth:`ResearchRoom.
 from __future__ import annotations
 
 from . import drafts, handoff as H, items as I
-from .views import escape, widget_bundle
+from .views import Shown, escape
 
 COPY_BUTTON = """<button class="jupyter-button widget-button pagedkv-copy" onclick="(function(b){
 var room=b.closest('.pagedkv-room'), t=room && room.querySelector('.pagedkv-handoff textarea'),
@@ -23,7 +23,7 @@ function(){s.textContent='Copied: paste it into any AI tutor or forum.';}, pick)
 """The copy button: browser-side only (the kernel cannot reach the learner's clipboard)."""
 
 
-class ResearchRoom:
+class ResearchRoom(Shown):
     """One lesson's research room. ``lab`` (an :class:`~.lab_view.AllocationLab`) supplies the lab item's state."""
 
     def __init__(self, lesson: str, item: str | None = None, *, lab=None, folder=None):
@@ -110,11 +110,8 @@ class ResearchRoom:
                  "", self.handoff()]
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        return widget_bundle(self.text(), lambda: self.widget)
+    def shown_slots(self) -> list:
+        return []
 
 
 def _list_html(title: str, rows) -> str:

@@ -7,6 +7,7 @@ same classes in both (``.widget-vbox``, ``.widget-hbox``, ``button``).
 """
 from __future__ import annotations
 
+import json
 import time
 
 
@@ -143,3 +144,21 @@ def wait_all_ran(page, notebook, prompts, kernel_status, blank: str, timeout: fl
             retries, idle_since = retries - 1, None
             rerun()
         page.wait_for_timeout(500)
+
+
+PREDICTION_MIME = "application/vnd.pagedkv.prediction+json"  # the saved commit's wire format, as a test states it
+
+
+def saved_records(path, timeout: float = 30, min_count: int = 1) -> list[dict]:
+    """The prediction records in the notebook file at ``path``, once the save has written ``min_count``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            nb = json.loads(path.read_text())
+        except json.JSONDecodeError:  # read while the server was writing it: read again
+            nb = {"cells": []}
+        found = [o["data"][PREDICTION_MIME] for c in nb["cells"] for o in c.get("outputs", [])
+                 if PREDICTION_MIME in o.get("data", {})]
+        if len(found) >= min_count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)

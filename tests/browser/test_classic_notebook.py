@@ -6,15 +6,11 @@ screenshot of each step lands in artifacts/browser/<test name>/.
 """
 from __future__ import annotations
 
-import json
-import time
 
 import pytest
 
 from . import classic
-from .pages import check_gate, check_images, gate_boxes
-
-MIME = "application/vnd.pagedkv.prediction+json"
+from .pages import check_gate, check_images, gate_boxes, saved_records
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
@@ -56,12 +52,5 @@ def test_the_demo_lesson_gates_in_the_classic_notebook(classic_server, page):
     # each click's commit is saved with the notebook (an output the click filled in the gate's cell)
     page.evaluate("Jupyter.notebook.save_notebook()")
     path = classic_server.root / "notebooks" / "04_demo.ipynb"
-    deadline = time.monotonic() + 30
-    while True:
-        nb = json.loads(path.read_text())
-        saved = [o["data"][MIME]["gate"] for c in nb["cells"] for o in c.get("outputs", [])
-                 if MIME in o.get("data", {})]
-        if len(saved) >= 3 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    saved = [r["gate"] for r in saved_records(path, min_count=3)]
     assert sorted(saved) == ["lab-effect", "lens-04", "sim-batch"], saved

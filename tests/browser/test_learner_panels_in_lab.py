@@ -6,32 +6,16 @@ Screenshots land in artifacts/browser/<test name>/ (room-filled.png is the one t
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from .jlab import menu, open_notebook, run_all, wait_idle
-from .pages import commit_first_choice, expect, gate_boxes
+from .pages import commit_first_choice, expect, gate_boxes, saved_records
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
-MIME = "application/vnd.pagedkv.prediction+json"
 LESSON = "notebooks/01_intuition.ipynb"
 REPLAY = "code: replay.play_paged: the batch on the real block manager"   # an item of the room's list
-
-
-def saved_records(path, timeout: float = 30) -> list[dict]:
-    """The prediction records in the notebook file at ``path``, once the save has written any."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            nb = json.loads(path.read_text())
-        except json.JSONDecodeError:  # read while the server was writing it: read again
-            nb = {"cells": []}
-        found = [o["data"][MIME] for c in nb["cells"] for o in c.get("outputs", []) if MIME in o.get("data", {})]
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.5)
 
 
 def room_of(notebook):

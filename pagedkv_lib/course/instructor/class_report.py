@@ -123,7 +123,7 @@ def report(course_dir=".", grades_csv: str = "grades.csv", out: str = "report", 
     lines += ["| student | assignment | flags | details |", "|---|---|---|---|"] + [
         f"| {s1} | {a} | {r['status']} | {r['details'][:300].replace('|', '/')} |" for (s1, a), r in flagged] if flagged else ["None."]
     lines += ["", "## Status", "", "| student | assignment | status | details |", "|---|---|---|---|"]
-    for (student, assignment), row in sorted(_statuses(root).items()):
+    for (student, assignment), row in sorted(statuses.items()):
         lines.append(f"| {student} | {assignment} | {row['status']} | {row['details'][:300].replace('|', '/')} |")
     lines += ["", *prediction_section(root, out_dir, releases, names)]  # names: learners named only if asked
     (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

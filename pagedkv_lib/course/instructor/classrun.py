@@ -15,7 +15,7 @@ from pathlib import Path
 from ...errors import PagedKVError
 from .intake import COLLECT_LOG, release_notebooks
 from .grade import DEFAULT_TIMEOUT_S, SOURCE, SUBMITTED, Status, assignments, cached_releases, grade_all, zero_grades
-from .nbclean import Unreadable, missing_note, normalise
+from .nbclean import Unreadable, _text, missing_note, normalise
 from .class_report import STATUS_CSV, export
 from .nbhooks import MAX_RESTARTS
 from .sandbox import LIBRARY_ENV, MODE_ENV, check_available, hidden_library
@@ -34,10 +34,6 @@ def _submissions(sub_root: Path, known: list[str]) -> list[tuple[str, str, Path]
     if unknown:
         raise PagedKVError(f"submissions for unknown assignments {unknown}; known: {known}")
     return found
-
-
-def _text(source) -> str:
-    return "".join(source) if isinstance(source, list) else str(source)
 
 
 def prepare(folder: Path, assignment: str, release: dict, status: Status, graded: list[str] = ()) -> bool:

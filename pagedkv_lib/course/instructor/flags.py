@@ -15,6 +15,8 @@ from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
 
+from .nbclean import _text
+
 _SOLUTION = re.compile(r"[ \t]*### (BEGIN|END) SOLUTION\n?")
 MIN_NODES = 25  # syntax-tree nodes an answer needs before its sameness means anything
 MIN_SHARED = 2  # identical long answers a pair must share to be listed
@@ -33,7 +35,7 @@ def _answers(nb: dict) -> dict[str, str]:
     for cell in nb.get("cells", []):
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("solution") and cell.get("cell_type") == "code":
-            out[meta.get("grade_id")] = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            out[meta.get("grade_id")] = _text(cell["source"])
     return out
 
 
@@ -52,14 +54,10 @@ def similar_answers(submitted: Path, releases: dict, sources: dict) -> list[tupl
             nb = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, OSError):
             continue
-        for cell in nb.get("cells", []):
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if meta.get("solution") and cell.get("cell_type") == "code":
-                source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-                shape = _shape(source)
-                gid = meta.get("grade_id")
-                if shape is not None and shape not in (stubs.get((assignment, gid)), stubs.get((assignment, gid, "ref"))):
-                    shapes[assignment].setdefault(student, {})[meta["grade_id"]] = shape
+        for gid, source in _answers(nb).items():
+            shape = _shape(source)
+            if shape is not None and shape not in (stubs.get((assignment, gid)), stubs.get((assignment, gid, "ref"))):
+                shapes[assignment].setdefault(student, {})[gid] = shape
     pairs = []
     for assignment, by_student in sorted(shapes.items()):
         for a, b in combinations(sorted(by_student), 2):

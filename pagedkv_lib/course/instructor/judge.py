@@ -17,12 +17,14 @@ from __future__ import annotations
 import builtins
 import importlib
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..learner import checks as trusted_checks
 from ..learner.record import RECORD_MAX_BYTES, decode, digest
 from ..learner.testcell import RECORD_MIME
+from .nbclean import _is_test as is_test, _text
 
 #: First line of a hidden-test region that is never sent to the learner's kernel (it holds expected values).
 GRADER_ONLY = "### GRADER ONLY"
@@ -75,7 +77,6 @@ class Replay:
     """The judge's stand-in for the learner's kernel in one test cell: answers from the record, in order."""
 
     checks = trusted_checks
-    judging = True
 
     def __init__(self, grade_id: str, entries: list):
         self.grade_id, self.entries, self.pos = grade_id, entries, 0
@@ -154,8 +155,6 @@ class _ReplayedInstance:
 class _JudgeSide:
     """What ``from pagedkv_lib.course.learner import testcell`` gives a cell run by the judge."""
 
-    RECORD_MIME = RECORD_MIME
-
     def __init__(self):
         self.current: Replay | None = None
 
@@ -200,12 +199,9 @@ def _meta(cell) -> dict:
 
 
 def _source(cell) -> str:
-    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    return _text(cell["source"])
 
 
-def is_test(cell) -> bool:
-    meta = _meta(cell)
-    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
 def _judge_test(ns: dict, side: _JudgeSide, cell, gid: str) -> Verdict:
@@ -297,8 +293,9 @@ def judge_notebook(cells: list, trusted: dict[str, tuple[str, bool]]) -> tuple[d
         if known:
             try:
                 exec(compile(source, f"<set-up cell {gid}>", "exec"), ns)
-            except Exception:  # a set-up cell that needs the learner's kernel (none should): its tests will say
-                pass
+            except Exception as err:  # the instructor's cell needs the learner's kernel (none should): say so
+                warnings.warn(f"set-up cell {gid} failed in the judge ({type(err).__name__}: {err}); "
+                              "the tests after it may fail for every student", stacklevel=1)
     return verdicts, elsewhere
 
 

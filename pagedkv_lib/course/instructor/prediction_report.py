@@ -103,7 +103,7 @@ def _figure(path: Path, gate: str, preds: list[Prediction]) -> None:
 
 
 def _gate_section(gate: str, assignment: str, preds: list[Prediction], scores: dict, fig_dir: Path,
-                  rel: str, names: bool) -> list[str]:
+                  names: bool) -> list[str]:
     lines = [f"### {_id(gate)} ({_id(assignment)})", ""]
     if not preds:
         return lines + ["Nobody committed a prediction here.", ""]
@@ -114,7 +114,7 @@ def _gate_section(gate: str, assignment: str, preds: list[Prediction], scores: d
     lines += [f"{_count(len(preds), 'learner')} committed; {share}.", ""]
     path = fig_dir / f"{_slug(assignment)}--{_slug(gate)}.png"
     _figure(path, gate, preds)
-    lines += [f"![{_id(gate)}]({rel}/{path.name})", ""]
+    lines += [f"![{_id(gate)}]({fig_dir.name}/{path.name})", ""]
     wrong = Counter(p.value if p.kind != "number" else shown(p.value) for p in preds if p.right is False)
     if wrong:
         lines += ["| most common wrong answers | learners | misconception it matches |", "|---|---|---|"]
@@ -163,11 +163,10 @@ def _one_kind(group: list[Prediction], bad: Counter) -> list[Prediction]:
     return kept
 
 
-def prediction_section(course_dir, out_dir, releases: dict | None = None, names: bool = False,
-                       submitted: str = "submitted", autograded: str = "autograded") -> list[str]:
+def prediction_section(course_dir, out_dir, releases: dict | None = None, names: bool = False) -> list[str]:
     """The report's Markdown lines for every gate; its figures go to ``<out_dir>/predictions/``."""
     root = Path(course_dir)
-    preds, bad = read_predictions(root / submitted)
+    preds, bad = read_predictions(root / "submitted")
     by_gate: dict[tuple, list] = defaultdict(list)
     for assignment, release in (releases or {}).items():
         for gate in declared_gates(release):
@@ -185,9 +184,9 @@ def prediction_section(course_dir, out_dir, releases: dict | None = None, names:
         return lines + ["No prediction was committed in the handed-in notebooks.", ""]
     fig_dir = Path(out_dir) / "predictions"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    scores = question_scores(root / autograded) if (root / autograded).is_dir() else {}
+    scores = question_scores(root / "autograded") if (root / "autograded").is_dir() else {}
     for (assignment, gate), group in by_gate.items():
-        lines += _gate_section(gate, assignment, group, scores, fig_dir, "predictions", names)
+        lines += _gate_section(gate, assignment, group, scores, fig_dir, names)
     return lines
 
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-MIME = "application/vnd.pagedkv.prediction+json"
+from ..learner.record import PREDICTION_KINDS as KINDS, PREDICTION_MIME as MIME
+
 MAX_TEXT = 200            # characters kept of any learner-written string
 MAX_RECORDS = 1000        # prediction outputs read per notebook; more are counted as malformed
 MAX_GATES = 60            # distinct gates per notebook (a lesson has a handful): more cannot flood the report
@@ -29,7 +30,6 @@ MAX_NOTEBOOK_BYTES = 50 * 2**20
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}")  # a gate, notebook or question id as a record may name it
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _DECLARED = re.compile(r"""\b(?:predict|Gate|gate)\(\s*\\?["']([A-Za-z0-9][A-Za-z0-9_.:-]{0,79})\\?["']""")
-KINDS = ("choice", "number", "text")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -49,10 +48,15 @@ INSTALL_HINT = ("bubblewrap (the bwrap command) is needed to grade untrusted sub
 
 
 def check_available() -> str:
-    """The path of ``bwrap``, or raise :class:`PagedKVError` naming what to install."""
+    """The path of ``bwrap``, or raise :class:`PagedKVError` naming what to install (``prlimit`` and
+    ``setpriv``, which set the limits and drop privileges, come with util-linux)."""
     found = shutil.which("bwrap")
-    if found is None or shutil.which("prlimit") is None or shutil.which("setpriv") is None:
+    if found is None:
         raise PagedKVError(f"no sandbox: {INSTALL_HINT}")
+    missing = [tool for tool in ("prlimit", "setpriv") if shutil.which(tool) is None]
+    if missing:
+        raise PagedKVError(f"no sandbox: {' and '.join(missing)} (from util-linux, `apt-get install util-linux`) "
+                           "is needed beside bubblewrap; or pass --trust-submissions to run submissions unsandboxed")
     return found
 
 
@@ -147,6 +151,14 @@ def _dirs_above(path: Path) -> list[str]:
     return out
 
 
+def read_only(library: Path | None) -> list[Path]:
+    """What the sandbox binds read-only besides ``/usr``: the Python installation, the venv (by its real
+    path and by the path the kernel command names: a symlinked .venv, as make hub's course copies have,
+    must exist inside too), and the hidden library copy."""
+    found = [Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.prefix).absolute()]
+    return found + ([library] if library is not None else [])
+
+
 def bwrap_argv(scratch: Path, library: Path | None, uid: int, gid: int, env: dict) -> list[str]:
     """The command prefix that runs a kernel command in the sandbox (see the module docstring)."""
     argv = ["prlimit", f"--as={LIMITS['as']}", f"--cpu={LIMITS['cpu']}", f"--nproc={LIMITS['nproc']}",
@@ -161,10 +173,8 @@ def bwrap_argv(scratch: Path, library: Path | None, uid: int, gid: int, env: dic
         elif os.path.isdir(f"/{name}"):
             argv += ["--ro-bind", f"/{name}", f"/{name}"]
     seen = set()
-    # The venv by its real path and by the path the kernel command names (a symlinked .venv, as make hub's
-    # course copies have, must exist inside too).
-    for ro in (Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.prefix).absolute(), library):
-        if ro is None or ro in seen or ro == Path("/usr") or Path("/usr") in ro.parents:
+    for ro in read_only(library):
+        if ro in seen or ro == Path("/usr") or Path("/usr") in ro.parents:
             continue
         seen.add(ro)
         argv += _dirs_above(ro) + ["--ro-bind", str(ro), str(ro)]
@@ -255,10 +265,9 @@ class SandboxKernelManager(AsyncKernelManager):
 
     def denied(self) -> list[str]:
         """What the sandbox denied this kernel so far (see ``denials.py``)."""
-        read_only = [Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.prefix).absolute(),
-                     Path(self.library).resolve()]
         return denied(self.trace, cwd=self.scratch / "home", own=self.scratch, course=Path.cwd().resolve(),
-                      library=Path(__file__).resolve().parents[2], read_only=read_only) if self.trace else []
+                      library=Path(__file__).resolve().parents[2],
+                      read_only=read_only(Path(self.library).resolve())) if self.trace else []
 
     async def cleanup_resources(self, restart: bool = False) -> None:
         """What nbclient calls after a shutdown (``AsyncKernelManager`` binds it to the base class's code)."""

@@ -20,7 +20,7 @@ GRADER_NAMES = frozenset({
     "check_value", "check_known_mistakes", "testcell", "_testcell", "_check_value", "_check_known_mistakes", "_checks",
     "builtins", "__builtins__", "AssertionError", "set_custom_exc", "excepthook", "showtraceback",
     "input_transformers_post", "input_transformers_cleanup", "ast_transformers",
-    "CustomTB", "custom_exceptions", "PASS_MIME", "RECORD_MIME", "Recorder", "fresh_checkers", "tampering",
+    "CustomTB", "custom_exceptions", "PASS_MIME", "RECORD_MIME", "Recorder",
 })
 _MODULES = ("pagedkv_lib.course", "builtins", "IPython.core")
 _BUILTINS = frozenset(BUILTIN_NAMES)

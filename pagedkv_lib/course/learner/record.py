@@ -18,6 +18,11 @@ from typing import Any
 #: Most bytes of JSON one test's record may take; a bigger one is not accepted by the grader.
 RECORD_MAX_BYTES = 8_000_000
 
+#: The mime type of a committed prediction saved in the notebook (written by ``lesson.record``, read
+#: for the class report by ``instructor.predictions``), and the kinds of value it may hold.
+PREDICTION_MIME = "application/vnd.pagedkv.prediction+json"
+PREDICTION_KINDS = ("choice", "number", "text")
+
 
 def _is(x: Any, kind: type) -> bool:
     return isinstance(x, kind) and not isinstance(x, bool)

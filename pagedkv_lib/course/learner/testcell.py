@@ -36,7 +36,6 @@ class Recorder:
     """One test cell's record, filled as the cell calls your code (see the module docstring)."""
 
     checks = _checks_module
-    judging = False  # True in the grader's replay of this cell (instructor/judge.py)
 
     def __init__(self, grade_id: str, namespace: dict):
         self.grade_id, self._namespace = grade_id, namespace

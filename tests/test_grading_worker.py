@@ -2,6 +2,7 @@
 with its sandboxed kernel, leaves nothing behind, and the next notebook is graded by a fresh worker."""
 import json
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from classroom import answered, solutions_by_cell
 
+from pagedkv_lib.course.instructor import cgroup
 from pagedkv_lib.course.instructor.events import EVENTS_ENV
 from pagedkv_lib.course.instructor.grade import _db_url, cached_releases, nbgrader_env
 from pagedkv_lib.course.instructor.sandbox import LIBRARY_ENV, MODE_ENV, hidden_library
@@ -70,11 +72,19 @@ def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself
             assert _close_on_exec(worker), "the worker's answers descriptor would be inherited by its kernels"
 
             scratch = worker.tmp
+            kernels: list[str] = []  # the running kernel's scratch names, seen mid-job (its cgroup's name)
+            spy = threading.Timer(10, lambda: kernels.extend(
+                p.name for p in Path(scratch).glob("pkv-kernel-*") if p.is_dir()))
+            spy.start()
             with pytest.raises(WorkerTimeout):
                 worker.autograde(NAME, "slow", env, budget_s=15)  # killed mid-cell, its kernel running
+            spy.join()
             time.sleep(1)
             assert worker.proc is None and not Path(scratch).exists()
             assert not _mentions(scratch), "a process of the killed worker or its kernel is still running"
+            own = cgroup._own_memory_cgroup()
+            if own is not None and cgroup.available():
+                assert kernels and not [k for k in kernels if (own[0] / k).exists()], "the killed kernel's cgroup is left"
 
             third = worker.autograde(NAME, "ada", env, budget_s=300)
             assert third["success"] and worker.proc.pid != pid

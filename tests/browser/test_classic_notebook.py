@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from . import classic
-from .pages import check_gate, check_images, gate_boxes, saved_records
+from .pages import check_gate, check_images, expect, gate_boxes, saved_records
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
@@ -44,7 +44,7 @@ def test_the_demo_lesson_gates_in_the_classic_notebook(classic_server, page):
     check_images(notebook, classic.OUTPUT)
     gates = gate_boxes(notebook)
     assert gates.count() == 3, f"expected the lens's, the lab's and the simulator's gates; page errors: {problems[:5]}"
-    assert "A1-A3 batch, S = 16" in gates.nth(1).inner_text()   # the lab's gate comes after the lens
+    expect(gates.nth(1)).to_contain_text("A1-A3 batch, S = 16")   # the lab's gate comes after the lens
     for k in range(gates.count()):
         revealed = check_gate(page, notebook, gates.nth(k), f"{2 + k:02d}-gate{k}", classic.REVEAL,
                               classic.wait_idle)

@@ -6,6 +6,7 @@ Screenshots land in artifacts/browser/<test name>/ (room-filled.png is the one t
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -61,7 +62,7 @@ def test_the_research_room_is_opened_filled_copied_and_its_draft_restored(lab, p
     run_all(page, notebook)
     room = room_of(notebook)
     handoff = room.locator(".pagedkv-handoff textarea")
-    assert "Selected item (claim): The central claim" in handoff.input_value()
+    expect(handoff).to_have_value(re.compile(r"Selected item \(claim\): The central claim"))  # once it is drawn
     room.locator(".widget-dropdown:has(label:text-is('attach to')) select").select_option(label=REPLAY)
     expect(room).to_contain_text("What play_paged does at admission")
     question = room.locator(".widget-textarea:has(label:text-is('your question')) textarea")
@@ -99,5 +100,5 @@ def test_the_research_room_is_opened_filled_copied_and_its_draft_restored(lab, p
     room.locator(".widget-dropdown:has(label:text-is('attach to')) select").select_option(label=REPLAY)
     expect(room.locator(".widget-text:has(label:text-is('draft: next action')) input")).to_have_value(
         "replay with S = 8")
-    assert "Draft restored" in room.inner_text()
+    expect(room).to_contain_text("Draft restored")
     page.screenshot(path=str(page.shots / "room-restored.png"))

@@ -15,7 +15,7 @@ outside when its path lies
 Honest code touches none of these: imports search only the hidden library and the venv, and the
 kernel's home is its own scratch folder. A relative path is taken from the kernel's starting folder
 (a kernel that changed folder first is read as if it had not), and a path relative to an open folder
-is skipped. The tracer costs 0.7-1.0 s per kernel (``benchmarks/sandbox_kernel.py``).
+is skipped. The tracer costs 0.45-0.7 s per kernel (``benchmarks/sandbox_kernel.py``).
 Without ``strace``, or where it may not trace (a container that forbids ptrace), kernels run untraced
 and nothing is flagged this way.
 """

@@ -128,7 +128,8 @@ def _db_url(root: Path) -> str:
 
 _LABELS = {"timeout": "timed out", "stuck": "timed out", "kernel_died": "kernel died",
            "tampered": "tampered", "cells_missing": "cells missing", "huge_output": "huge output",
-           "exited": "sys.exit", "forged": "forged record", "denied": "reaches outside"}
+           "exited": "sys.exit", "forged": "forged record", "denied": "reaches outside",
+           "memory": "memory limit"}
 _NOTES = {"restarted"}  # events that are details only, not problems
 
 
@@ -137,6 +138,9 @@ def _describe(event: dict) -> str:
         return f"nbgrader put back the test cells {', '.join(event['cells'])}"
     if event["kind"] == "restarted":
         return f"a fresh sandboxed kernel replayed the cells before {event['cell']} and grading went on"
+    if event["kind"] == "memory":
+        return (f"the kernel's processes used more than {event['limit'] / 2**30:g} GiB together; "
+                f"the sandbox killed {event['killed']} of them")
     if event["kind"] == "denied":
         more = f" and {event['more']} more" if event.get("more") else ""
         return f"the sandbox denied {'; '.join(event['calls'])}{more}"

@@ -7,7 +7,8 @@ folder) and a private ``/tmp``. Nothing else: no course root, ``solutions/``, gr
 submissions, grading cache, or other kernels' connection files. No network (its own empty network
 namespace); the kernel's channels are IPC sockets in its scratch folder. Its own PID namespace, so
 every process it starts dies with it (``--die-with-parent``), and limits on memory, CPU time,
-processes and file size (``prlimit``). It runs under a uid of its own (:data:`KERNEL_UIDS`) in the
+processes and file size (``prlimit``), and on all its processes' memory together (a cgroup,
+``cgroup.py``, where the machine lets the grader make one). It runs under a uid of its own (:data:`KERNEL_UIDS`) in the
 group of the system user :data:`USER` (created on first use when the grader is root). ``strace``
 watches it from outside and reports what the sandbox denied it (``denials.py``).
 
@@ -31,6 +32,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Float, Unicode
 
 from ...errors import PagedKVError
+from .cgroup import join_prefix, memory_group
 from .denials import MAX_SHOWN, denied, tracer
 from .events import record
 
@@ -41,7 +43,9 @@ KERNEL_UIDS = range(200_000, 260_000)
 MODE_ENV = "PAGEDKV_SANDBOX"  # "bwrap" (default) or "none" (trusted submissions: no sandbox)
 LIBRARY_ENV = "PAGEDKV_SANDBOX_LIBRARY"  # the hidden library copy for this assignment
 #: Limits per kernel (prlimit): address space (bytes), CPU seconds, processes of the user, file size (bytes).
-LIMITS = {"as": 4 * 2**30, "cpu": 600, "nproc": 256, "fsize": 64 * 2**20}
+LIMITS = {"as": 4 * 2**30, "cpu": 600, "nproc": 256, "fsize": 64 * 2**20, "memory": 4 * 2**30}
+"""Per process (``prlimit``): address space (bytes), CPU time (s), processes of the kernel's uid, file
+size (bytes). ``memory`` (bytes) bounds all the kernel's processes together, where a cgroup can be made."""
 INSTALL_HINT = ("bubblewrap (the bwrap command) is needed to grade untrusted submissions: "
                 "install it with `apt-get install bubblewrap` (Debian, Ubuntu) or `dnf install bubblewrap`; "
                 "on macOS or Windows grade on Linux, or pass --trust-submissions to run them unsandboxed")
@@ -220,6 +224,8 @@ class SandboxKernelManager(AsyncKernelManager):
             self._uid, self._gid = os.geteuid(), os.getegid()
         self.scratch = new_scratch(self._uid, self._gid)
         self.trace: Path | None = None  # the current kernel's strace log (``denials.py``)
+        # all its processes together (``cgroup.py``), named as its scratch folder; None: none can be made here
+        self.memory = memory_group(LIMITS["memory"], self.scratch.name)
         self._launches = 0
         self.transport = "ipc"
         self.ip = str(self.scratch / "kernel" / "ipc")
@@ -260,7 +266,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self._launches += 1
         self.trace = self.scratch.parent / f"{self.scratch.name}.trace{self._launches}"  # outside the sandbox
         return await super()._async_launch_kernel(
-            tracer(self.trace) + bwrap_argv(self.scratch, Path(self.library), self._uid, self._gid, env)
+            join_prefix(self.memory) + tracer(self.trace) + bwrap_argv(self.scratch, Path(self.library), self._uid, self._gid, env)
             + list(kernel_cmd), **kw)
 
     def denied(self) -> list[str]:
@@ -278,7 +284,11 @@ class SandboxKernelManager(AsyncKernelManager):
         found = self.denied()
         if found:
             record("denied", calls=found[:MAX_SHOWN], more=max(0, len(found) - MAX_SHOWN))
+        if self.memory is not None and self.memory.oom_kills():
+            record("memory", limit=LIMITS["memory"], killed=self.memory.oom_kills())
         if self.trace is not None:
             self.trace.unlink(missing_ok=True)
         if not restart:
             shutil.rmtree(self.scratch, ignore_errors=True)  # the kernel's files and any library copy made for it
+            if self.memory is not None:
+                self.memory.remove()

@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .cgroup import remove_group
+
 JOBS_PER_WORKER = 50  # jobs before a worker is replaced by a fresh process
 
 
@@ -123,7 +125,9 @@ class Worker:
                 pass
         self.proc.wait()
         os.close(self.answers)
-        shutil.rmtree(self.tmp, ignore_errors=True)  # what a killed worker's kernels could not clean up
+        for scratch in Path(self.tmp).glob("pkv-kernel-*"):  # what a killed worker's kernels could not clean up
+            remove_group(scratch.name)
+        shutil.rmtree(self.tmp, ignore_errors=True)
         self.proc = None
 
 

@@ -163,8 +163,10 @@ def test_tensor_arguments_are_shown_by_shape_and_long_ones_cut():
 def _crash():
     import faulthandler
     import os
+    import resource
     import signal
     faulthandler.disable()  # pytest's would print this child's stack on the way out
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # and no core dump of a large test process
     os.kill(os.getpid(), signal.SIGSEGV)  # what a store outside its tensor does to the launching process
 
 
@@ -203,3 +205,37 @@ def test_isolated_stops_a_child_past_its_time_and_leaves_it_dead():
         checks.isolated("hang", _hang, timeout_s=1)
     assert time.monotonic() - start < 30  # the 120 s sleep was cut short
     assert _children() <= before, "the hung child is still running (or was never reaped)"
+
+
+def _leave_a_grandchild(pid_file):
+    import os
+    import time
+    if os.fork() == 0:  # holds the result pipe open, and would sleep for two minutes
+        with open(pid_file, "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(120)
+        os._exit(0)
+    while not os.path.exists(pid_file) or not open(pid_file).read():
+        time.sleep(0.01)
+    return "done"
+
+
+def test_isolated_returns_when_its_child_does_and_takes_the_grandchildren_with_it(tmp_path):
+    import os
+    import time
+    start = time.monotonic()
+    assert checks.isolated("fork", _leave_a_grandchild, str(tmp_path / "pid"), timeout_s=60) == "done"
+    assert time.monotonic() - start < 30  # not held until the grandchild closes the pipe
+    grandchild = int((tmp_path / "pid").read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = open(f"/proc/{grandchild}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            break  # gone
+        if state == "Z":
+            break  # killed, waiting for its new parent to reap it
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the grandchild outlived the check")
+

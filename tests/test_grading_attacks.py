@@ -171,10 +171,12 @@ def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
     return 0
 """
 # Writes forged worker answers ("this job succeeded") into every pipe and file its kernel holds, aiming at
-# the descriptor on which the grading worker answers its parent. The worker holds that one close-on-exec,
-# so the kernel never has it (test_grading_worker checks the flag; with it inherited, this attack ended
-# its job early and stopped the whole class's autograde). It reaches only its own kernel's pipes, so
-# there is nothing to flag.
+# the descriptor on which the grading worker answers its parent. The kernel never holds it: jupyter_client
+# starts kernels with close_fds, and the worker holds it close-on-exec besides (test_grading_worker reads
+# the flag; a forged line would also lack the job's random id, which the parent requires). Tried by hand
+# with jupyter_client patched to keep descriptors open and neither defence: the kernel reached it and the
+# forged answer stopped the whole class's autograde. So this test states the outcome, not one defence.
+# It reaches only its own kernel's pipes, so there is nothing to flag.
 CHANNELS = """import json, os, stat
 forged = (json.dumps({"success": True, "log": "", "error": ""}) + "\\n").encode()
 for fd in range(3, 1024):

@@ -72,9 +72,18 @@ def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself
             assert _close_on_exec(worker), "the worker's answers descriptor would be inherited by its kernels"
 
             scratch = worker.tmp
-            kernels: list[str] = []  # the running kernel's scratch names, seen mid-job (its cgroup's name)
-            spy = threading.Timer(10, lambda: kernels.extend(
-                p.name for p in Path(scratch).glob("pkv-kernel-*") if p.is_dir()))
+            kernels: list[str] = []  # the running kernel's scratch names whose cgroup was seen mid-job
+
+            def spy() -> None:
+                own = cgroup._own_memory_cgroup()
+                for _ in range(280):  # until the slow job's kernel is running (at most 14 s)
+                    found = [p.name for p in Path(scratch).glob("pkv-kernel-*") if p.is_dir()]
+                    if found and own is not None and all((own[0] / k).is_dir() for k in found):
+                        kernels.extend(found)
+                        return
+                    time.sleep(0.05)
+
+            spy = threading.Thread(target=spy)
             spy.start()
             with pytest.raises(WorkerTimeout):
                 worker.autograde(NAME, "slow", env, budget_s=15)  # killed mid-cell, its kernel running
@@ -84,7 +93,8 @@ def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself
             assert not _mentions(scratch), "a process of the killed worker or its kernel is still running"
             own = cgroup._own_memory_cgroup()
             if own is not None and cgroup.available():
-                assert kernels and not [k for k in kernels if (own[0] / k).exists()], "the killed kernel's cgroup is left"
+                assert kernels, "no cgroup was seen for the slow job's kernel"
+                assert not [k for k in kernels if (own[0] / k).exists()], "the killed kernel's cgroup is left"
 
             third = worker.autograde(NAME, "ada", env, budget_s=300)
             assert third["success"] and worker.proc.pid != pid

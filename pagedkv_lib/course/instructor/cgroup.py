@@ -8,7 +8,11 @@ grading machine keeps its memory.
 :func:`memory_group` makes a child of the grader's own memory cgroup, with cgroup v1's
 ``memory.limit_in_bytes`` or cgroup v2's ``memory.max``. Where the grader may not make one (not root,
 a container without a writable cgroup file system, v2 without the memory controller delegated), it
-returns None, and kernels run with the per-process limits only (:func:`available` tells which).
+returns None, and kernels run with the per-process limits only (:func:`available` tells which;
+``autograde`` says so in one line). On cgroup v2 the grader's own group must have the memory controller
+delegated to it (for example ``systemd-run --scope -p Delegate=yes make autograde``). Swap: v1 limits
+memory and swap together where the kernel accounts swap (``memory.memsw``), and memory alone where it
+does not; v2 gives the group no swap.
 :func:`join_prefix` is the command prefix that moves a kernel's first process into the group before
 anything else runs; every process it starts is born there.
 """
@@ -35,37 +39,47 @@ class MemoryGroup:
     def procs(self) -> Path:
         return self.path / "cgroup.procs"
 
-    def oom_kills(self) -> int:
-        """How many of the group's processes the out-of-memory killer has killed (0 where not reported)."""
-        name = "memory.oom_control" if self.v1 else "memory.events"
+    def _counts(self, name: str) -> dict[str, int]:
+        out = {}
         try:
             for line in (self.path / name).read_text().splitlines():
                 key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        except (OSError, ValueError):
+                out[key] = int(value) if value.strip().isdigit() else 0
+        except OSError:
             pass
-        return 0
+        return out
+
+    def limit_kills(self) -> int:
+        """Processes of the group the out-of-memory killer stopped because the group hit its own limit
+        (0 where not reported; a kill by a machine-wide shortage, with the limit never reached, is not one)."""
+        if self.v1:  # the group's peak reached its limit (memory.failcnt stays 0 on some kernels)
+            peak, limit = (_number(self.path / f"memory.{n}") for n in ("max_usage_in_bytes", "limit_in_bytes"))
+            return self._counts("memory.oom_control").get("oom_kill", 0) if 0 < limit <= peak else 0
+        events = self._counts("memory.events")
+        return events.get("oom_kill", 0) if events.get("oom", 0) > 0 else 0
 
     def remove(self) -> None:
         """Kill whatever still runs in the group, then remove it (a no-op if it is gone)."""
-        for _ in range(50):
+        for _ in range(100):
             try:
                 pids = [int(p) for p in self.procs.read_text().split()]
-            except OSError:
+            except (OSError, ValueError):
                 return
             if not pids:
-                break
-            for pid in pids:
                 try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
+                    self.path.rmdir()
+                    return
+                except FileNotFoundError:
+                    return
+                except OSError:  # EBUSY: a task still leaving the group
                     pass
+            for pid in pids:
+                if pid > 0:  # 0: a task outside this process's PID namespace (never signal group 0)
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
             time.sleep(0.02)
-        try:
-            self.path.rmdir()
-        except OSError:  # a process still exiting: the group is empty and gone a moment later
-            pass
 
 
 def _own_memory_cgroup() -> tuple[Path, bool] | None:
@@ -75,13 +89,19 @@ def _own_memory_cgroup() -> tuple[Path, bool] | None:
     except OSError:
         return None
     for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            return ROOT / "memory" / path.lstrip("/"), True
-    for line in lines:
-        if line.startswith("0::") and "memory" in _read(ROOT / "cgroup.controllers").split():
-            return ROOT / line[3:].lstrip("/"), False
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "memory" in parts[1].split(","):
+            return ROOT / "memory" / parts[2].lstrip("/"), True
+    for line in lines:  # v2: only where the memory controller is delegated to this process's own group
+        own = ROOT / line[3:].lstrip("/")
+        if line.startswith("0::") and "memory" in _read(own / "cgroup.subtree_control").split():
+            return own, False
     return None
+
+
+def _number(path: Path) -> int:
+    text = _read(path).strip()
+    return int(text) if text.isdigit() else 0
 
 
 def _read(path: Path) -> str:
@@ -136,4 +156,6 @@ def join_prefix(group: MemoryGroup | None) -> list[str]:
     """A command prefix that puts the command's process into ``group``, then runs it (empty for None)."""
     if group is None:
         return []
-    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group.procs)]
+    # a group that cannot be joined (it vanished, or the write is refused) leaves the kernel outside it:
+    # limited per process only, and graded all the same
+    return ["/bin/sh", "-c", 'echo $$ 2>/dev/null > "$0"; exec "$@"', str(group.procs)]

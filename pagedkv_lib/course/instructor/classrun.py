@@ -16,6 +16,7 @@ from ...errors import PagedKVError
 from .intake import COLLECT_LOG, release_notebooks
 from .grade import DEFAULT_TIMEOUT_S, SOURCE, SUBMITTED, Status, assignments, cached_releases, grade_all, zero_grades
 from .nbclean import Unreadable, _text, missing_note, normalise
+from . import cgroup
 from .class_report import STATUS_CSV, export
 from .nbhooks import MAX_RESTARTS
 from .sandbox import LIBRARY_ENV, MODE_ENV, check_available, hidden_library
@@ -93,6 +94,9 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
     root = Path(course_dir)
     if not trust_submissions:
         check_available()
+        if not cgroup.available():
+            print("autograde: no memory cgroup can be made here, so each kernel's memory is limited per process "
+                  "only (see course/instructor/cgroup.py)", file=sys.stderr)
     sub_root = root / SUBMITTED
     if not sub_root.is_dir():
         raise PagedKVError(f"nothing to grade: {sub_root} does not exist "

@@ -42,7 +42,6 @@ USER = "pkv-grader"  # the unprivileged system user whose group student kernels 
 KERNEL_UIDS = range(200_000, 260_000)
 MODE_ENV = "PAGEDKV_SANDBOX"  # "bwrap" (default) or "none" (trusted submissions: no sandbox)
 LIBRARY_ENV = "PAGEDKV_SANDBOX_LIBRARY"  # the hidden library copy for this assignment
-#: Limits per kernel (prlimit): address space (bytes), CPU seconds, processes of the user, file size (bytes).
 LIMITS = {"as": 4 * 2**30, "cpu": 600, "nproc": 256, "fsize": 64 * 2**20, "memory": 4 * 2**30}
 """Per process (``prlimit``): address space (bytes), CPU time (s), processes of the kernel's uid, file
 size (bytes). ``memory`` (bytes) bounds all the kernel's processes together, where a cgroup can be made."""
@@ -211,7 +210,8 @@ class SandboxKernelManager(AsyncKernelManager):
     # sandbox dies with them) instead of jupyter_client's 2.5 s wait. ipykernel 7.4 sometimes hangs in its
     # own shutdown (the control thread flushes a stream whose IOPub thread has already stopped), and a
     # graded kernel then cost 3 s more: 5 of 10 ps2_math runs took 5.0 s instead of 1.9 s. Its outputs
-    # are all in by then, and strace's log of what it denied is complete either way (tested).
+    # are all in by then (nbclient waited for the kernel to be idle), and strace's log of what the kernel
+    # was denied is complete either way: strace flushes its log after every line it writes.
     shutdown_wait_time = Float(0.4, help="seconds from a shutdown request to SIGKILL; SIGTERM at half").tag(config=True)
 
     def __init__(self, **kwargs):
@@ -226,6 +226,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self.trace: Path | None = None  # the current kernel's strace log (``denials.py``)
         # all its processes together (``cgroup.py``), named as its scratch folder; None: none can be made here
         self.memory = memory_group(LIMITS["memory"], self.scratch.name)
+        self._limit_kills = 0
         self._launches = 0
         self.transport = "ipc"
         self.ip = str(self.scratch / "kernel" / "ipc")
@@ -284,8 +285,10 @@ class SandboxKernelManager(AsyncKernelManager):
         found = self.denied()
         if found:
             record("denied", calls=found[:MAX_SHOWN], more=max(0, len(found) - MAX_SHOWN))
-        if self.memory is not None and self.memory.oom_kills():
-            record("memory", limit=LIMITS["memory"], killed=self.memory.oom_kills())
+        killed = self.memory.limit_kills() if self.memory is not None else 0
+        if killed > self._limit_kills:  # new since the last cleanup (the group outlives a restart)
+            record("memory", limit=LIMITS["memory"], killed=killed - self._limit_kills)
+            self._limit_kills = killed
         if self.trace is not None:
             self.trace.unlink(missing_ok=True)
         if not restart:

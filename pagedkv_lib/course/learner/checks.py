@@ -260,6 +260,8 @@ def isolated(label: str, fn: Any, *args: Any, timeout_s: float = 300) -> Any:
     A learner's Triton kernel that stores outside its tensor can kill the process that launches it. Here
     the child dies instead, and the crash comes back as a :class:`CheckFailed` naming the signal and its
     likely cause; an exception in the child comes back as one line too. The result travels by pickle.
+    Past ``timeout_s`` seconds (or on an interrupt), the child and every process it started are killed:
+    the child leads a process group of its own.
     """
     import os
     import pickle
@@ -271,6 +273,7 @@ def isolated(label: str, fn: Any, *args: Any, timeout_s: float = 300) -> Any:
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: run, send the result or the one-line failure, and leave without cleanup
+        os.setpgid(0, 0)
         os.close(read)
         try:
             payload = ("ok", fn(*args))
@@ -286,22 +289,37 @@ def isolated(label: str, fn: Any, *args: Any, timeout_s: float = 300) -> Any:
             pipe.write(data)
         os._exit(0)
     os.close(write)
-    chunks, deadline, status = [], time.monotonic() + timeout_s, None
-    try:
-        while True:  # read until the child closes the pipe (it is leaving) or the time is up
-            ready, _, _ = select.select([read], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise CheckFailed(f"{label} ran past {timeout_s:.0f} s")
-            chunk = os.read(read, 1 << 16)
+    os.set_blocking(read, False)
+    poller = select.poll()
+    poller.register(read, select.POLLIN)
+    chunks, deadline, exited = [], time.monotonic() + timeout_s, False
+
+    def drain() -> None:  # what the child has written so far (it may not fit the pipe at once)
+        while True:
+            try:
+                chunk = os.read(read, 1 << 16)
+            except BlockingIOError:
+                return
             if not chunk:
-                break
+                return
             chunks.append(chunk)
-        _, status = os.waitpid(pid, 0)
-    finally:  # past its time, or interrupted (a KeyboardInterrupt from nbclient): the child goes too
+
+    try:
+        while not exited:  # until the child exits (not reaped yet, so its group id stays its own)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CheckFailed(f"{label} ran past {timeout_s:.0f} s")
+            poller.poll(min(left, 0.05) * 1000)
+            drain()
+            exited = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        drain()  # its last bytes, written just before it left
+    finally:  # done, past its time or interrupted (a KeyboardInterrupt from nbclient): all it started goes
         os.close(read)
-        if status is None:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
         raise CheckFailed(f"{label} crashed the process ({name}): most likely a tl.store or tl.load whose "

@@ -39,7 +39,7 @@ print(json.dumps({"killed": sum(os.WIFSIGNALED(c) for c in codes)}))
 """
 
 
-def _run_hogs(tmp_path, group) -> dict:
+def _run_hogs(group) -> dict:
     uid, gid = sandbox.KERNEL_UIDS[1], sandbox.grader_ids()[1]
     scratch = sandbox.new_scratch(uid, gid)
     env = {"HOME": str(scratch / "home"), "PATH": "/usr/bin:/bin"}
@@ -52,14 +52,14 @@ def _run_hogs(tmp_path, group) -> dict:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def test_without_a_group_three_processes_hold_three_allowances(tmp_path):
-    assert _run_hogs(tmp_path, None) == {"killed": 0}
+def test_without_a_group_three_processes_hold_three_allowances():
+    assert _run_hogs(None) == {"killed": 0}
 
 
-def test_a_group_bounds_them_together_and_is_removed_after(tmp_path):
+def test_a_group_bounds_them_together_and_is_removed_after():
     group = cgroup.memory_group(512 * 2**20)
     try:
-        seen = _run_hogs(tmp_path, group)
+        seen = _run_hogs(group)
         assert seen["killed"] >= 1 and group.limit_kills() >= 1, seen
     finally:
         group.remove()

@@ -14,7 +14,7 @@ from pathlib import Path
 from .feedback_html import question_titles
 from .flags import similar_answers
 from .grade import SOURCE, SUBMITTED, nbgrader
-from .nbclean import _grade_id, _is_test
+from .nbclean import cell_grade_id, is_test
 from .prediction_report import prediction_section, write_html
 
 STATUS_CSV = "status.csv"
@@ -56,9 +56,9 @@ def question_results(autograded_dir: Path) -> dict:
     for nb_path in sorted(Path(autograded_dir).glob("*/*/*.ipynb")):
         nb = json.loads(nb_path.read_text(encoding="utf-8"))
         for cell in nb["cells"]:
-            if not _is_test(cell):
+            if not is_test(cell):
                 continue
-            res = out[(nb_path.parent.name, _grade_id(cell))]
+            res = out[(nb_path.parent.name, cell_grade_id(cell))]
             errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
             res["total"] += 1
             res["passed"] += not errors

@@ -15,7 +15,7 @@ from pathlib import Path
 from ...errors import PagedKVError
 from .intake import COLLECT_LOG, release_notebooks
 from .grade import DEFAULT_TIMEOUT_S, SOURCE, SUBMITTED, Status, assignments, cached_releases, grade_all, zero_grades
-from .nbclean import Unreadable, _text, missing_note, normalise
+from .nbclean import Unreadable, cell_text, missing_note, normalise
 from . import cgroup
 from .class_report import STATUS_CSV, export
 from .nbhooks import MAX_RESTARTS
@@ -61,17 +61,17 @@ def prepare(folder: Path, assignment: str, release: dict, status: Status, graded
         if missing_note(norm.missing) not in status.details:
             status.details.append(missing_note(norm.missing))
     answers = [c for c in norm.nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"]
-    touched = {c["metadata"]["nbgrader"]["grade_id"]: grader_names_used(_text(c["source"])) for c in answers}
+    touched = {c["metadata"]["nbgrader"]["grade_id"]: grader_names_used(cell_text(c["source"])) for c in answers}
     for gid, names in touched.items():
         if names:
             status.problems.append("tampered")
             status.details.append(f"answer cell {gid} uses the grader's names: {', '.join(names)}")
     for cell in answers:
         gid = cell["metadata"]["nbgrader"]["grade_id"]
-        if reached := reaches(_text(cell["source"])):
+        if reached := reaches(cell_text(cell["source"])):
             status.problems.append("reaches outside")
             status.details.append(f"answer cell {gid} reaches for {'; '.join(reached)}")
-        if used := library_calls(_text(cell["source"]), graded):
+        if used := library_calls(cell_text(cell["source"]), graded):
             status.problems.append("library implementation")
             status.details.append(f"answer cell {gid} calls the library's own {', '.join(used)} (hidden while grading)")
     return True

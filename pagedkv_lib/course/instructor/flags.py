@@ -15,7 +15,7 @@ from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
 
-from .nbclean import _text
+from .nbclean import cell_text
 
 _SOLUTION = re.compile(r"[ \t]*### (BEGIN|END) SOLUTION\n?")
 MIN_NODES = 25  # syntax-tree nodes an answer needs before its sameness means anything
@@ -35,7 +35,7 @@ def _answers(nb: dict) -> dict[str, str]:
     for cell in nb.get("cells", []):
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("solution") and cell.get("cell_type") == "code":
-            out[meta.get("grade_id")] = _text(cell["source"])
+            out[meta.get("grade_id")] = cell_text(cell["source"])
     return out
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from ..learner import checks as trusted_checks
 from ..learner.record import RECORD_MAX_BYTES, decode, digest
 from ..learner.testcell import RECORD_MIME
-from .nbclean import _is_test as is_test, _text
+from .nbclean import cell_text, is_test
 
 #: First line of a hidden-test region that is never sent to the learner's kernel (it holds expected values).
 GRADER_ONLY = "### GRADER ONLY"
@@ -199,9 +199,7 @@ def _meta(cell) -> dict:
 
 
 def _source(cell) -> str:
-    return _text(cell["source"])
-
-
+    return cell_text(cell["source"])
 
 
 def _judge_test(ns: dict, side: _JudgeSide, cell, gid: str) -> Verdict:

@@ -61,19 +61,22 @@ def _strip(meta):
     return meta
 
 
-def _text(source) -> str:
+def cell_text(source) -> str:
+    """A cell's source as one string (nbformat allows a list of lines)."""
     return "".join(source) if isinstance(source, list) else str(source)
 
 
-def _norm(source) -> str:
-    return "\n".join(line.rstrip() for line in _text(source).replace("\r\n", "\n").strip().splitlines())
+def tidy_source(source) -> str:
+    """A cell's source as compared for sameness: newlines unified, lines right-stripped, ends trimmed."""
+    return "\n".join(line.rstrip() for line in cell_text(source).replace("\r\n", "\n").strip().splitlines())
 
 
-def _grade_id(cell) -> str | None:
+def cell_grade_id(cell) -> str | None:
+    """The cell's nbgrader ``grade_id``, or None."""
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
-def _is_test(cell) -> bool:
+def is_test(cell) -> bool:
     """True for an autograded test cell: a graded code cell that is not an answer."""
     meta = cell.get("metadata", {}).get("nbgrader", {})
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
@@ -86,7 +89,7 @@ def clean(nb: dict) -> dict:
     seen = set()
     for i, cell in enumerate(nb["cells"]):
         cell["metadata"] = {k: v for k, v in _strip(cell.get("metadata", {})).items() if k != "id"}
-        cell["source"] = _text(cell.get("source", "")).replace("\r\n", "\n")
+        cell["source"] = cell_text(cell.get("source", "")).replace("\r\n", "\n")
         for out in cell.get("outputs", []):
             if "metadata" in out:
                 out["metadata"] = _strip(out["metadata"])
@@ -103,21 +106,21 @@ def _find(release_cell, candidates) -> dict | None:
     meta = release_cell["metadata"]["nbgrader"]
     same_type = [c for c in candidates if c.get("cell_type") == release_cell["cell_type"]]
     if meta.get("locked"):
-        want = _norm(release_cell["source"])
-        return next((c for c in same_type if _norm(c["source"]) == want), None)
+        want = tidy_source(release_cell["source"])
+        return next((c for c in same_type if tidy_source(c["source"]) == want), None)
     if meta.get("solution"):
         marker = answer_marker(meta["grade_id"])
-        return next((c for c in same_type if marker in _text(c["source"])), None)
+        return next((c for c in same_type if marker in cell_text(c["source"])), None)
     return None
 
 
 def reattach(nb: dict, release: dict) -> Normalised:
     """Put back nbgrader metadata that ``nb`` lost, from ``release`` (both cleaned notebooks)."""
-    have = {_grade_id(c) for c in nb["cells"]} - {None}
+    have = {cell_grade_id(c) for c in nb["cells"]} - {None}
     free = [c for c in nb["cells"] if "nbgrader" not in c["metadata"]]
     result = Normalised(nb)
     for rc in release["cells"]:
-        gid = _grade_id(rc)
+        gid = cell_grade_id(rc)
         if gid is None or gid in have:
             continue
         match = _find(rc, free)

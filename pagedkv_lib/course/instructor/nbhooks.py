@@ -19,7 +19,7 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Bool, Integer
 
 from .events import record
-from .nbclean import _grade_id, _is_test, _norm
+from .nbclean import cell_grade_id, is_test, tidy_source
 from ..learner.record import RECORD_MAX_BYTES
 from ..learner.testcell import PASS_MIME, RECORD_MIME
 from .judge import error_output, judge_notebook, kernel_source, records_in, trusted_from_gradebook
@@ -50,9 +50,9 @@ class QuietOverwriteCells(OverwriteCells):
         if before != cell.source:
             released = from_dict(dict(cell, source=cell.source))
             ClearHiddenTests().preprocess_cell(released, {}, cell_index)
-            if _norm(before) != _norm(released.source):
-                record("tampered", cell=_grade_id(cell), what="source")
-                self.log.warning("Locked cell %s was edited; its original is restored", _grade_id(cell))
+            if tidy_source(before) != tidy_source(released.source):
+                record("tampered", cell=cell_grade_id(cell), what="source")
+                self.log.warning("Locked cell %s was edited; its original is restored", cell_grade_id(cell))
         return cell, resources
 
     def add_missing_grade_cells(self, nb, resources):
@@ -68,10 +68,10 @@ class QuietOverwriteCells(OverwriteCells):
         by_name = {cell.name: cell for cell in source_nb.source_cells}
         graded = {cell.name: cell for cell in source_nb.grade_cells}
         answers = {cell.name for cell in source_nb.solution_cells}
-        have = {_grade_id(c) for c in nb.cells} - {None}
+        have = {cell_grade_id(c) for c in nb.cells} - {None}
         restored = [name for name in order if name in graded and name not in have]
         for name in restored:
-            present = {_grade_id(c): i for i, c in enumerate(nb.cells) if _grade_id(c)}
+            present = {cell_grade_id(c): i for i, c in enumerate(nb.cells) if cell_grade_id(c)}
             before = [present[n] for n in reversed(order[:order.index(name)]) if n in present]
             cell = self.missing_cell_transform(by_name[name], graded[name].max_score, is_solution=name in answers)
             nb.cells.insert(before[0] + 1 if before else 0, cell)
@@ -108,7 +108,7 @@ class GuardedExecute(Execute):
     def _run(self, cell, index):
         """Execute ``cell`` (a test cell without its grader-only parts) and return it."""
         full = cell.source
-        if _is_test(cell):
+        if is_test(cell):
             cell.source = kernel_source(full)
         try:
             return self.execute_cell(cell, index, store_history=True)
@@ -124,7 +124,7 @@ class GuardedExecute(Execute):
         try:
             cell = self._run(cell, index)
             if any(o.get("ename") == "SystemExit" for o in cell.get("outputs", [])):
-                record("exited", cell=_grade_id(cell) or index)  # IPython survives it; say so anyway
+                record("exited", cell=cell_grade_id(cell) or index)  # IPython survives it; say so anyway
             return cell, resources
         except DeadKernelError:
             self._recover(cell, index, "kernel_died", "the kernel died (os._exit, a crash, or out of memory)")
@@ -138,9 +138,9 @@ class GuardedExecute(Execute):
         A locked set-up cell (the instructor's, such as one importing torch on a loaded machine) is not
         the learner's doing: it is run again in the fresh kernel instead of being left out.
         """
-        record(kind, cell=_grade_id(cell) or f"cell {cell.get('id', '?')}")
+        record(kind, cell=cell_grade_id(cell) or f"cell {cell.get('id', '?')}")
         meta = cell.metadata.get("nbgrader", {})
-        ours = bool(meta.get("locked")) and not meta.get("solution") and not _is_test(cell)
+        ours = bool(meta.get("locked")) and not meta.get("solution") and not is_test(cell)
         outputs = list(cell.get("outputs", [])) + [_error("GradingStopped", why)]
         cell.outputs = outputs
         if not ours:
@@ -154,7 +154,7 @@ class GuardedExecute(Execute):
                         self._run(copy.deepcopy(earlier), j)
                 if ours:
                     self._run(cell, index)
-                record("restarted", cell=_grade_id(cell) or index, replayed=index)
+                record("restarted", cell=cell_grade_id(cell) or index, replayed=index)
                 return
             except (DeadKernelError, CellTimeoutError):
                 cell.outputs = outputs
@@ -169,7 +169,7 @@ class GuardedExecute(Execute):
         self.start_new_kernel_client()
 
     async def _async_handle_timeout(self, timeout, cell=None):
-        record("timeout", cell=(_grade_id(cell) if cell is not None else None), seconds=timeout)
+        record("timeout", cell=(cell_grade_id(cell) if cell is not None else None), seconds=timeout)
         return await super()._async_handle_timeout(timeout, cell)
 
 
@@ -205,7 +205,7 @@ class CapOutput(Preprocessor):
         if cut:
             note = f"\n... output cut: this cell printed {cut + used:,} bytes; the grader keeps {self.max_bytes:,}.\n"
             kept.append(from_dict({"output_type": "stream", "name": "stderr", "text": note}))
-            record("huge_output", cell=_grade_id(cell) or index, bytes=cut + used)
+            record("huge_output", cell=cell_grade_id(cell) or index, bytes=cut + used)
         cell.outputs = kept
         return cell, resources
 
@@ -232,7 +232,7 @@ class JudgeTests(Preprocessor):
             if cell.cell_type != "code":
                 continue
             found = records_in(cell.get("outputs", []))
-            verdict = verdicts.pop(_grade_id(cell), None) if _is_test(cell) else None  # the gradebook's tests only
+            verdict = verdicts.pop(cell_grade_id(cell), None) if is_test(cell) else None  # the gradebook's tests only
             kept = [o for o in cell.get("outputs", [])
                     if RECORD_MIME not in o.get("data", {}) and PASS_MIME not in o.get("data", {})
                     and not (verdict and o.get("output_type") == "error" and o.get("ename") != "GradingStopped")]
@@ -259,6 +259,6 @@ class ClearHiddenTestSource(ClearHiddenTests):
     """
 
     def preprocess_cell(self, cell, resources, cell_index):
-        if _is_test(cell):
+        if is_test(cell):
             self._remove_hidden_test_region(cell)
         return cell, resources

@@ -14,7 +14,7 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .nbclean import _grade_id, _is_test
+from .nbclean import cell_grade_id, is_test
 from .predictions import ID, Prediction, declared_gates, read_predictions, shown
 
 #: What could make learner text a link, image, tag, entity, emphasis, code, maths or table cell in Markdown
@@ -40,10 +40,10 @@ def question_scores(autograded_dir) -> dict:
     for path in sorted(Path(autograded_dir).glob("*/*/*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
         for cell in nb.get("cells", []):
-            if _is_test(cell):
+            if is_test(cell):
                 points = float(cell["metadata"]["nbgrader"].get("points", 0) or 0)
                 failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
-                out[(path.parent.parent.name, path.parent.name, _grade_id(cell))] = (0.0 if failed else points, points)
+                out[(path.parent.parent.name, path.parent.name, cell_grade_id(cell))] = (0.0 if failed else points, points)
     return out
 
 

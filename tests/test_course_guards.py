@@ -192,3 +192,17 @@ def test_the_judge_runs_only_the_instructors_source_never_a_submitted_one(tmp_pa
     assert not marker.exists()
     assert not verdicts["q1_tests"].passed  # judged by the instructor's test source, from the record
     assert any("grader metadata the instructor never wrote" in e for e in elsewhere)
+
+
+def test_the_output_depth_check_walks_without_recursion_and_leaves_records_alone():
+    from pagedkv_lib.course.instructor.nbhooks import MAX_OUTPUT_DEPTH, nested_deeper
+    from pagedkv_lib.course.learner.record import encode
+    deep = []
+    for _ in range(100_000):  # far deeper than any recursive walk could go
+        deep = [deep]
+    assert nested_deeper({"data": deep}, MAX_OUTPUT_DEPTH)
+    nested = 0
+    for _ in range(60):
+        nested = [nested]
+    record = {"grade_id": "q1_tests", "entries": [["call", "f", "0" * 16, {"ok": encode(nested)}]]}
+    assert not nested_deeper({"data": {RECORD_MIME: record}}, MAX_OUTPUT_DEPTH), "the deepest value a record holds"

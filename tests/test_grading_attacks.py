@@ -189,6 +189,11 @@ for fd in range(3, 1024):
 def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
     return 0
 """
+# A record nested 900 lists deep: converting it (nbformat recurses) would overflow the grader's stack.
+DEEP = ("from IPython.display import display\nx = []\nfor _ in range(900):\n    x = [x]\n"
+        "display({'application/vnd.pagedkv.result+json': {'grade_id': 'q2_tests', 'entries': x}, 'text/plain': 'deep'},"
+        " raw=True)\n" + WRONG["q1_answer"])
+
 ATTACKERS = {  # student: (answers over WRONG, words that must be in their status)
     "a_frames": ({"q1_answer": FRAMES}, ["reaches outside", "frame inspection"]),
     "a_thread": ({"q1_answer": THREAD}, ["reaches outside", "threads or processes"]),
@@ -201,6 +206,7 @@ ATTACKERS = {  # student: (answers over WRONG, words that must be in their statu
     "a_runaway": ({"q1_answer": RUNAWAY}, ["reaches outside", "threads or processes"]),
     "a_channels": ({"q1_answer": CHANNELS}, []),
     "a_oblique": ({"q1_answer": OBLIQUE}, ["reaches outside", "the sandbox denied", "gradebook.db (ENOENT)"]),
+    "a_deep": ({"q1_answer": DEEP}, ["malformed output"]),
     # nbgrader itself stops on a locked cell without a grade id (KeyError), so the notebook scores 0 as a
     # grader error; the judge's own rule (never run such a cell) is tested in test_course_guards.
     "a_injected": ({}, ["grader error", "grade_id"]),
@@ -296,6 +302,8 @@ def test_each_attacker_scores_0_and_is_flagged_by_name(graded, attacker):
     text = f"{statuses[attacker].label} {' '.join(statuses[attacker].details)}"
     for word in ATTACKERS[attacker][1]:
         assert word in text, (attacker, text)
+    if attacker != "a_injected":  # its grader error is nbgrader's own (above); no other may stop grading
+        assert "grader error" not in statuses[attacker].problems and "graded on try" not in text, (attacker, text)
 
 
 def test_the_flags_land_on_attackers_only(graded):

@@ -129,7 +129,7 @@ def _db_url(root: Path) -> str:
 _LABELS = {"timeout": "timed out", "stuck": "timed out", "kernel_died": "kernel died",
            "tampered": "tampered", "cells_missing": "cells missing", "huge_output": "huge output",
            "exited": "sys.exit", "forged": "forged record", "denied": "reaches outside",
-           "memory": "memory limit"}
+           "memory": "memory limit", "malformed_output": "malformed output"}
 _NOTES = {"restarted"}  # events that are details only, not problems
 
 

@@ -81,6 +81,26 @@ class QuietOverwriteCells(OverwriteCells):
         return nb, resources
 
 
+MAX_OUTPUT_DEPTH = 100
+"""Most levels of nested lists and dicts one output message may hold. nbformat converts a message
+recursively, so one nested a few hundred levels deep overflows Python's stack in the grader's worker
+(the student's run then failed as a grader error, three times); a record of results needs under 60."""
+
+
+def nested_deeper(value, limit: int) -> bool:
+    """True if ``value`` nests lists or dicts more than ``limit`` levels deep (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
 MAX_RESTARTS = 3
 """Fresh kernels one notebook may get after a crash or an unstoppable cell; past that the rest is not run."""
 
@@ -104,6 +124,16 @@ class GuardedExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self._stopped, self._restarts, self._skip = "", 0, set()
         return super().preprocess(nb, resources, km)
+
+    def output(self, outs, msg, display_id, cell_index):
+        """nbclient's, for a message nested no deeper than :data:`MAX_OUTPUT_DEPTH`; a deeper one is
+        replaced by a line saying so, before nbformat converts it."""
+        if nested_deeper(msg.get("content"), MAX_OUTPUT_DEPTH):
+            record("malformed_output", cell=cell_grade_id(self.nb.cells[cell_index]) or cell_index)
+            text = f"... output dropped: it nested lists or dicts more than {MAX_OUTPUT_DEPTH} levels deep.\n"
+            msg = dict(msg, msg_type="stream", header=dict(msg["header"], msg_type="stream"),
+                       content={"name": "stderr", "text": text})
+        return super().output(outs, msg, display_id, cell_index)
 
     def _run(self, cell, index):
         """Execute ``cell`` (a test cell without its grader-only parts) and return it."""

@@ -9,7 +9,7 @@ ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 # nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
 RUN    := PATH="$(BIN):$$PATH"
 
-.PHONY: setup lab instructor hub hub-stop test test-colab test-fast exercises collect autograde feedback export report clean-grading colab
+.PHONY: setup lab instructor hub hub-stop test test-colab test-fast exercises keys collect autograde feedback export report clean-grading colab
 
 # Which torch (README, "On your own machine"): auto reuses a torch >= 2.4 that $(PYTHON) already has
 # (conda, Colab), else the index's; TORCH=cpu takes PyTorch's CPU-only wheels; TORCH=reuse, TORCH=pypi.
@@ -97,6 +97,9 @@ test-fast: $(STAMP)  ## library tests only (skips notebook execution and the nbg
 
 exercises: $(STAMP)  ## regenerate exercises/ (student copies) from solutions/ with nbgrader
 	$(RUN) python -m pagedkv_lib.course generate
+
+keys: $(STAMP)  ## one variant key per learner, in keys.csv: make keys ROSTER=<Canvas gradebook export, hub roster or one id per line>
+	$(RUN) python -m pagedkv_lib.course keys $(if $(ROSTER),--roster="$(ROSTER)")
 
 collect: $(STAMP)  ## place and clean downloaded notebooks: make collect FROM=downloads/ (a folder or zip; Canvas's zip with ROSTER=)
 	$(RUN) python -m pagedkv_lib.course collect "$(FROM)" $(if $(ROSTER),--roster="$(ROSTER)")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import PagedKVError
 from . import __doc__ as _doc
-from .instructor import canvas
+from .instructor import canvas, keys
 from .instructor.classrun import autograde, print_summary
 from .instructor.class_report import export, report
 from .instructor.intake import release_notebooks
@@ -17,7 +17,7 @@ from .instructor.workflow import feedback
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pagedkv_lib.course", description=_doc.split("\n")[0])
-    p.add_argument("command", choices=["generate", "collect", "autograde", "feedback", "export", "report"])
+    p.add_argument("command", choices=["generate", "keys", "collect", "autograde", "feedback", "export", "report"])
     p.add_argument("source", nargs="?", help="collect: the folder or zip of downloaded notebooks")
     p.add_argument("--course-dir", default=".", help="repository root (default: current folder)")
     p.add_argument("--assignment", help="collect: the assignment of notebooks whose name does not say")
@@ -27,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["csv", "canvas"], default="csv",
                    help="export: csv (nbgrader's grades.csv) or canvas (also grades-canvas.csv for Canvas's import)")
     p.add_argument("--names", action="store_true", help="report: name learners in the predictions section")
-    p.add_argument("--roster", help="export --format=canvas, collect of a Canvas zip: Canvas's gradebook export CSV")
+    p.add_argument("--roster", help="keys: the class (Canvas's gradebook export, a hub roster or one id per line); "
+                                    "export --format=canvas, collect of a Canvas zip: Canvas's gradebook export CSV")
     p.add_argument("--trust-submissions", action="store_true",
                    help="autograde: run kernels without the sandbox (only for submissions you trust; said in every status)")
     return p
@@ -56,11 +57,26 @@ def _collect(args) -> None:
         print(f"WARNING {key}: {'; '.join(notes)}", file=sys.stderr)
 
 
+def _keys(args) -> None:
+    if not args.roster:
+        raise PagedKVError("keys needs the class: python -m pagedkv_lib.course keys --roster=ROSTER.csv "
+                           "(Canvas's gradebook export, a hub roster id,role,name, or one student id per line)")
+    if canvas.is_gradebook_export(args.roster):
+        students = [s for s in dict.fromkeys(canvas.student_of(r) for r in canvas.read_roster(args.roster).students) if s]
+    else:
+        students = keys.roster_students(args.roster)
+    path = keys.write_keys(args.course_dir, students)
+    print(f"{len(students)} variant keys written to {path} (give each learner their own); the course secret they "
+          f"come from is {keys.SECRET_FILE}: keep it private and backed up")
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "generate":
             print("generated:", ", ".join(generate(args.course_dir)))
+        elif args.command == "keys":
+            _keys(args)
         elif args.command == "collect":
             _collect(args)
         elif args.command == "autograde":

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ...errors import PagedKVError
 from . import intake
-from .intake import student_id
+from .keys import student_id
 
 #: Canvas's student columns, in the order its export writes them (the import needs Student, ID first
 #: and Section last).
@@ -62,6 +62,12 @@ class Roster:
 
     def by_user_id(self) -> dict[str, dict]:
         return {row["ID"]: row for row in self.students if row.get("ID")}
+
+
+def is_gradebook_export(path) -> bool:
+    """True if the CSV at ``path`` starts as Canvas's gradebook export does (``Student,ID``)."""
+    first = Path(path).read_text(encoding="utf-8-sig").split("\n", 1)[0].replace(";", ",")
+    return [c.strip().strip('"') for c in first.split(",")[:2]] == ["Student", "ID"]
 
 
 def read_roster(path) -> Roster:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .grade import SUBMITTED
+from .keys import key_problem, student_id
 from .nbclean import Unreadable, missing_note, normalise, parse
 
 #: collect's findings, read by autograde so unreadable files still get a row and a reason
@@ -30,11 +31,6 @@ class Collected:
     unplaced: dict = field(default_factory=dict)    # source file -> reason
     unreadable: dict = field(default_factory=dict)  # "student/assignment" -> reason (graded 0)
     problems: dict = field(default_factory=dict)    # "student/assignment" -> [messages]
-
-
-def student_id(name: str) -> str:
-    """A name as an nbgrader student id: lower-case letters, digits, ``_``, ``.`` and ``-`` only."""
-    return re.sub(r"[^a-z0-9_.-]+", "_", name.lower()).strip("_.-")
 
 
 def _stem(name: str) -> str:
@@ -117,6 +113,9 @@ def _store(root: Path, path: Path, rel: Path, student: str, assignment: str, rel
     notes = [f"nbgrader metadata put back on {', '.join(norm.reattached)}"] if norm.reattached else []
     if norm.missing:
         notes.append(missing_note(norm.missing))
+    mismatch = key_problem(root, student, norm.nb)
+    if mismatch:
+        notes.append(mismatch)
     if notes:
         found.problems[key] = notes
 

@@ -1,0 +1,178 @@
+"""Your numbers: the parameters of a problem set, drawn for you from the variant key your instructor gave you.
+
+A variant key is 32 hex digits (128 bits). Your instructor makes one per learner from a course secret
+and the learner's id (``instructor/keys.py``); a key cannot be turned into another learner's. A set's
+numbers come from ``HMAC-SHA256(key, assignment)``, so one key serves every problem set, and each set
+draws its own numbers from it. On a hub the key arrives in the environment variable
+:data:`KEY_ENV` (it wins over a pasted one); elsewhere you paste it into the notebook's first cell.
+With no key a set runs on its *practice* numbers, the same for everyone.
+
+This module holds the parameters only. What the answers are is for you to work out; the grader's
+expected values are computed where your kernel never sees them.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import os
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ...errors import PagedKVError
+
+#: The environment variable that carries the learner's key on a hub (and while a set is graded).
+KEY_ENV = "PAGEDKV_VARIANT_KEY"
+_KEY = re.compile(r"[0-9a-f]{32}")
+
+
+def check_key(key: str, where: str = "VARIANT_KEY") -> str:
+    """``key`` without spaces and in lower case, or "" for none; a clear error for anything else."""
+    if not isinstance(key, str):
+        raise PagedKVError(f"{where} should be a string of 32 hex digits (or \"\" for the practice "
+                           f"numbers), got {type(key).__name__} {key!r}")
+    key = key.strip().lower()
+    if key and not _KEY.fullmatch(key):
+        raise PagedKVError(f"{where} = {key!r} is not a variant key: a key is 32 hex digits (0-9, a-f), "
+                           "exactly as your instructor gave it; \"\" runs the practice numbers")
+    return key
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One learner's numbers for one problem set: ``V.q5_model``, ``V.q6_requests``, ... (see :attr:`numbers`)."""
+
+    assignment: str
+    key: str  # "" for the practice numbers
+    numbers: dict = field(default_factory=dict)
+    note: str = ""
+
+    def __getattr__(self, name: str) -> Any:
+        numbers = self.__dict__.get("numbers", {})
+        if name in numbers:
+            return numbers[name]
+        raise AttributeError(f"your numbers for {self.__dict__.get('assignment')} have no {name!r}; "
+                             f"they are {', '.join(numbers) or 'none'}")
+
+    @property
+    def practice(self) -> bool:
+        return not self.key
+
+    def rng(self, label: str) -> random.Random:
+        """A random generator for the hidden tests' inputs called ``label``: the same for the same key."""
+        return random.Random(_seed(self.key or "practice", f"{self.assignment}/{label}"))
+
+    def __repr__(self) -> str:
+        who = ("PRACTICE numbers: no variant key was given, so these are the same for everyone. Paste the "
+               "key your instructor gave you into the first cell (VARIANT_KEY) and run the notebook "
+               "again for your own." if self.practice else
+               f"Your numbers for {self.assignment} (variant key {self.key[:4]}...{self.key[-4:]}).")
+        width = max((len(k) for k in self.numbers), default=0)
+        rows = [f"  V.{k:<{width}} = {v!r}" for k, v in self.numbers.items()]
+        return "\n".join([who, *([self.note] if self.note else []), *rows])
+
+
+def _seed(key: str, label: str) -> int:
+    return int.from_bytes(hmac.new(key.encode(), label.encode(), hashlib.sha256).digest()[:8], "big")
+
+
+def for_set(assignment: str, key: str = "") -> Variant:
+    """Your numbers for ``assignment``, from the hub's key (:data:`KEY_ENV`) or else the pasted ``key``."""
+    if assignment not in SETS:
+        raise PagedKVError(f"assignment {assignment!r} has no numbers here; the problem sets are {', '.join(SETS)}")
+    pasted, hub = check_key(key), check_key(os.environ.get(KEY_ENV, ""), KEY_ENV)
+    chosen = hub or pasted
+    draw, practice = SETS[assignment]
+    numbers = practice if not chosen else draw(random.Random(_seed(chosen, assignment)))
+    note = "(The key from this server is used; the one pasted into VARIANT_KEY is ignored.)" \
+        if hub and pasted and pasted != hub else ""
+    return Variant(assignment, chosen, dict(numbers), note)
+
+
+def _log_uniform(rng: random.Random, low: int, high: int) -> int:
+    return int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
+
+
+# -- the problem sets' numbers: each draw takes the same steps to answer as the practice numbers ---------
+
+#: ps1 Q3's draw. Each continuation's own tokens fill at most half of the last block they start, and
+#: the prompt has at least 4 blocks, the last partly filled: then no slip the grader names (tails packed
+#: into the prompt's block, the prompt stored per continuation, slots for states, ...) lands on the right
+#: count by chance, for any variant (``tests/test_variants.py`` tries them all).
+Q3_BLOCK_SIZES = (4, 8, 16)
+Q3_OWN = {S: [*range(1, S // 2 + 1), *range(S + 1, S + S // 2 + 1)] for S in Q3_BLOCK_SIZES}
+Q3_PROMPTS = {S: [t for t in range(3 * S + 1, 100 * S) if t % S] for S in Q3_BLOCK_SIZES}
+
+
+def _ps1(rng: random.Random) -> dict:
+    S1 = rng.choice([4, 8, 16])
+    n = rng.randrange(4, 7)
+    j = rng.randrange(1, n - 1)  # never the first or the last logical block
+    S3 = rng.choice(Q3_BLOCK_SIZES)
+    return {"q1_block_size": S1, "q1_tokens": rng.randrange((n - 1) * S1 + 1, n * S1 + 1),
+            "q1_block_table": rng.sample(range(1, 100), n), "q1_position": j * S1 + rng.randrange(S1),
+            "q3_block_size": S3, "q3_continuations": rng.randrange(2, 17),
+            "q3_prompt_tokens": rng.choice(Q3_PROMPTS[S3]), "q3_own_tokens": rng.choice(Q3_OWN[S3]),
+            "q5_requests": _log_uniform(rng, 50, 10_000), "q5_block_size": rng.choice([8, 12, 16])}
+
+
+PS1_PRACTICE = {"q1_block_size": 4, "q1_tokens": 14, "q1_block_table": [5, 1, 8, 3], "q1_position": 9,
+                "q3_block_size": 8, "q3_continuations": 4, "q3_prompt_tokens": 20, "q3_own_tokens": 1,
+                "q5_requests": 200, "q5_block_size": 16}
+
+#: Models for the capacity questions: (preset name, layers, KV heads, head_dim, query heads, parameters).
+_MODELS = [("OPT-13B", 40, 40, 128, 40, 12.85e9), ("Llama-2-7B", 32, 32, 128, 32, 6.74e9),
+           ("Llama-2-13B", 40, 40, 128, 40, 13.0e9), ("Llama-3-8B", 32, 8, 128, 32, 8.03e9),
+           ("Llama-3-70B", 80, 8, 128, 64, 70.6e9), ("Mistral-7B", 32, 8, 128, 32, 7.24e9),
+           ("Qwen2.5-7B", 28, 4, 128, 28, 7.62e9)]
+_GQA = [m for m in _MODELS if m[4] > m[2]]
+_GPU_GIB = [24, 40, 48, 80, 96, 141]
+_UTILIZATION = [0.85, 0.88, 0.9, 0.92, 0.95]
+
+
+def _gpu_for(rng: random.Random, params: float) -> tuple[int, float]:
+    """A GPU size and utilization whose usable memory leaves at least a quarter for the KV cache."""
+    fits = [(g, u) for g in _GPU_GIB for u in _UTILIZATION if params * 2 <= 0.75 * u * g * 2**30]
+    return rng.choice(fits)
+
+
+def _ps2(rng: random.Random) -> dict:
+    name, L, H_kv, d, _, params = rng.choice([m for m in _MODELS if m[5] * 2 <= 0.75 * 0.95 * 141 * 2**30])
+    gib, util = _gpu_for(rng, params)
+    name7, L7, H7, d7, Hq7, _ = rng.choice(_GQA)
+    return {"q5_model": name, "q5_shape": (L, H_kv, d), "q5_params": params, "q5_gpu_gib": gib,
+            "q5_utilization": util, "q5_block_size": rng.choice([8, 16, 32]),
+            "q6_requests": rng.randrange(2, 401), "q6_block_size": rng.choice([6, 8, 10, 12, 16, 20, 24, 32]),
+            "q7_model": name7, "q7_shape": (L7, H7, d7), "q7_query_heads": Hq7, "q7_gib": rng.randrange(10, 81)}
+
+
+PS2_PRACTICE = {"q5_model": "Llama-2-7B", "q5_shape": (32, 32, 128), "q5_params": 6.74e9, "q5_gpu_gib": 80,
+                "q5_utilization": 0.9, "q5_block_size": 16, "q6_requests": 1, "q6_block_size": 12,
+                "q7_model": "Llama-3-70B", "q7_shape": (80, 8, 128), "q7_query_heads": 64, "q7_gib": 40}
+
+
+def _ps3(rng: random.Random) -> dict:
+    return {}  # code questions: only the hidden tests' inputs differ (``Variant.rng``)
+
+
+def _ps4(rng: random.Random) -> dict:
+    name, *_, params = rng.choice([m for m in _MODELS if m[5] < 20e9])
+    gib, util = _gpu_for(rng, params)
+    return {"q1_seed": rng.randrange(1, 10_000), "q1_block_size": rng.choice([16, 32, 64, 128]),
+            "q2_seed": rng.randrange(1, 10_000), "q2_samples": rng.randrange(2, 7),
+            "q3_model": name, "q3_gpu_gib": gib, "q3_utilization": util,
+            "q4_seed": rng.randrange(1, 10_000),
+            "q5_samples": rng.randrange(2, 17), "q5_block_size": rng.choice([4, 8, 16]),
+            "q5_model": rng.choice(_MODELS)[0]}
+
+
+PS4_PRACTICE = {"q1_seed": 1, "q1_block_size": 64, "q2_seed": 2, "q2_samples": 4, "q3_model": "Llama-3-8B",
+                "q3_gpu_gib": 24, "q3_utilization": 0.9, "q4_seed": 3, "q5_samples": 4,
+                "q5_block_size": 16, "q5_model": "Llama-3-8B"}
+
+SETS: dict[str, tuple[Callable[[random.Random], dict], dict]] = {
+    "ps1_intuition": (_ps1, PS1_PRACTICE), "ps2_math": (_ps2, PS2_PRACTICE),
+    "ps3_code": (_ps3, {}), "ps4_demo": (_ps4, PS4_PRACTICE)}
+"""Each problem set's draw of numbers from a key, and its practice numbers."""

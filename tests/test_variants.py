@@ -1,0 +1,238 @@
+"""Each learner's numbers: drawn from their key alone, in sensible ranges, and keys only the instructor makes."""
+from __future__ import annotations
+
+import csv
+import json
+import stat
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pagedkv_lib.course.instructor import keys
+from pagedkv_lib.course.instructor.keys import learner_key
+from pagedkv_lib.course.learner import variants
+from pagedkv_lib.course.learner.variants import KEY_ENV, SETS, for_set
+from pagedkv_lib.errors import PagedKVError
+
+SECRET = b"a test course secret"
+KEYS = st.binary(min_size=16, max_size=16).map(bytes.hex)
+GiB = 2**30
+
+
+@pytest.fixture(autouse=True)
+def no_hub_key(monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+
+
+def test_no_key_gives_the_practice_numbers_and_says_so():
+    for name, (_, practice) in SETS.items():
+        v = for_set(name)
+        assert v.practice and v.numbers == practice
+        assert repr(v).startswith("PRACTICE numbers: no variant key was given")
+
+
+def test_a_key_gives_the_same_numbers_every_time_and_each_learner_their_own():
+    class_keys = [learner_key(SECRET, f"s{i}") for i in range(200)]
+    for name in ("ps1_intuition", "ps2_math", "ps4_demo"):
+        drawn = [json.dumps(for_set(name, k).numbers, sort_keys=True) for k in class_keys]
+        assert drawn == [json.dumps(for_set(name, k).numbers, sort_keys=True) for k in class_keys]
+        assert len(set(drawn)) == len(drawn), f"{name}: two learners got the same numbers"
+        assert json.dumps(SETS[name][1], sort_keys=True) not in drawn
+    v = for_set("ps2_math", class_keys[0])
+    assert repr(v).startswith(f"Your numbers for ps2_math (variant key {class_keys[0][:4]}...")
+    assert f"V.q5_model" in repr(v) and v.q5_model in repr(v)
+
+
+def test_hidden_inputs_follow_the_key_and_the_label():
+    a, b = learner_key(SECRET, "ada"), learner_key(SECRET, "bob")
+    draw = lambda key, label: [for_set("ps3_code", key).rng(label).random() for _ in range(3)]
+    assert draw(a, "q1") == draw(a, "q1")
+    assert draw(a, "q1") != draw(b, "q1") != draw("", "q1")
+    assert draw(a, "q1") != draw(a, "q2")
+
+
+def test_the_hubs_key_wins_over_a_pasted_one_and_the_notebook_says_so(monkeypatch):
+    hub, pasted = learner_key(SECRET, "ada"), learner_key(SECRET, "bob")
+    monkeypatch.setenv(KEY_ENV, hub)
+    v = for_set("ps1_intuition", pasted)
+    assert v.key == hub and v.numbers == for_set("ps1_intuition", "").numbers  # the env wins either way
+    assert "the one pasted into VARIANT_KEY is ignored" in repr(v)
+    assert "ignored" not in repr(for_set("ps1_intuition", hub))
+
+
+@pytest.mark.parametrize("key, message", [
+    ("12345", "is not a variant key: a key is 32 hex digits"),
+    ("g" * 32, "is not a variant key"),
+    (12345, "should be a string of 32 hex digits"),
+    (None, "should be a string of 32 hex digits"),
+])
+def test_a_bad_key_is_refused_naming_it_and_what_a_key_is(key, message):
+    with pytest.raises(PagedKVError, match=message) as err:
+        for_set("ps2_math", key)
+    assert "VARIANT_KEY" in str(err.value)
+
+
+def test_a_pasted_key_may_have_spaces_and_capitals():
+    key = learner_key(SECRET, "ada")
+    assert for_set("ps2_math", f"  {key.upper()} ").numbers == for_set("ps2_math", key).numbers
+
+
+def test_a_bad_hub_key_and_an_unknown_set_name_what_is_wrong(monkeypatch):
+    with pytest.raises(PagedKVError, match="has no numbers here; the problem sets are ps1_intuition"):
+        for_set("ps9", "")
+    monkeypatch.setenv(KEY_ENV, "not-a-key")
+    with pytest.raises(PagedKVError, match=f"{KEY_ENV} = 'not-a-key' is not a variant key"):
+        for_set("ps2_math", "")
+
+
+def test_a_number_a_set_does_not_have_names_those_it_has():
+    with pytest.raises(AttributeError, match="have no 'q9_model'; they are q1_block_size"):
+        for_set("ps1_intuition").q9_model
+
+
+@settings(max_examples=300, deadline=None)
+@given(KEYS)
+def test_ps1_numbers_need_the_same_steps_as_the_practice_ones(key):
+    v = for_set("ps1_intuition", key)
+    S, table, p, T = v.q1_block_size, v.q1_block_table, v.q1_position, v.q1_tokens
+    assert S in (4, 8, 16) and len(set(table)) == len(table) >= 4 and all(1 <= b < 100 for b in table)
+    assert -(-T // S) == len(table), "the table holds exactly the request's blocks"
+    assert 1 <= p // S <= len(table) - 2, "neither the first nor the last block: those are the slips"
+    S, P, m, k = v.q3_block_size, v.q3_prompt_tokens, v.q3_own_tokens, v.q3_continuations
+    assert P > 3 * S and P % S, "at least 4 prompt blocks, the last one partly filled"
+    assert 2 <= k <= 16 and (m <= S // 2 or S < m <= S + S // 2)
+    assert 50 <= v.q5_requests <= 10_000 and v.q5_block_size in (8, 12, 16)
+
+
+def test_no_slip_the_grader_names_in_ps1_q3_or_q4_lands_on_the_answer_in_any_variant():
+    """Every (S, prompt, own tokens, continuations) the draw can give: a wrong method never scores by luck."""
+    tried = 0
+    for S in variants.Q3_BLOCK_SIZES:
+        up = lambda t: -(-t // S)
+        for P in variants.Q3_PROMPTS[S]:
+            for m in variants.Q3_OWN[S]:
+                for k in range(2, 17):
+                    blocks = up(P) + k * up(m)
+                    assert blocks not in {k * up(P + m), P // S + k * up(m), up(P + k * m), k * up(m)}, (S, P, m, k)
+                    assert k * (P + m) not in {P + k * m, k * P, blocks * S}, (S, P, m, k)
+                    tried += 1
+    assert tried > 100_000
+
+
+@settings(max_examples=300, deadline=None)
+@given(KEYS)
+def test_ps2_numbers_leave_room_for_the_cache_and_name_real_models(key):
+    from pagedkv_lib.accounting import get_model
+    v = for_set("ps2_math", key)
+    model = get_model(v.q5_model)
+    assert v.q5_shape == (model.num_layers, model.num_kv_heads, model.head_dim)
+    usable = int(v.q5_utilization * v.q5_gpu_gib * GiB)
+    assert usable - int(v.q5_params * 2) >= usable / 4, "at least a quarter of the usable memory is KV cache"
+    gqa = get_model(v.q7_model)
+    assert v.q7_shape == (gqa.num_layers, gqa.num_kv_heads, gqa.head_dim) and v.q7_query_heads > gqa.num_kv_heads
+    assert 10 <= v.q7_gib <= 80 and 2 <= v.q6_requests <= 400 and v.q6_block_size >= 6
+
+
+@settings(max_examples=300, deadline=None)
+@given(KEYS)
+def test_ps4_numbers_are_valid_simulator_and_lab_arguments(key):
+    from pagedkv_lib.accounting import kv_capacity
+    v = for_set("ps4_demo", key)
+    assert v.q1_block_size in (16, 32, 64, 128) and 2 <= v.q2_samples <= 6 and 2 <= v.q5_samples <= 16
+    assert kv_capacity(v.q3_model, v.q3_gpu_gib * GiB, utilization=v.q3_utilization).tokens > 0
+    assert v.q5_block_size in (4, 8, 16), "the lab's 20-token prompt fills a block, so sharing saves some"
+
+
+def test_the_secret_is_made_once_private_and_keys_come_from_it(tmp_path):
+    assert keys.secret(tmp_path) is None and keys.key_for(tmp_path, "ada") == ""
+    path = keys.write_keys(tmp_path, ["ada", "bob"])
+    secret_file = tmp_path / keys.SECRET_FILE
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    value = keys.secret(tmp_path)
+    rows = list(csv.DictReader(path.open()))
+    assert rows == [{"student": s, "key": learner_key(value, s)} for s in ("ada", "bob")]
+    keys.write_keys(tmp_path, ["ada"])
+    assert keys.secret(tmp_path) == value, "making keys again keeps the secret (every key depends on it)"
+    assert len(keys.key_for(tmp_path, "ada")) == 32 and keys.key_for(tmp_path, "ada") != keys.key_for(tmp_path, "bob")
+
+
+def test_a_damaged_secret_is_refused_naming_the_file(tmp_path):
+    (tmp_path / keys.SECRET_FILE).write_text("not hex\n")
+    with pytest.raises(PagedKVError, match="should hold the course secret as at least 32 hex digits"):
+        keys.key_for(tmp_path, "ada")
+
+
+def test_a_key_is_one_way_nobody_turns_one_into_anothers():
+    """The key is an HMAC of the learner's id under the secret: from ada's key and id, bob's key is as
+    hard to find as the secret. Here: it is no simple function of ada's (same length, no shared bits beyond chance)."""
+    a, b = learner_key(SECRET, "ada"), learner_key(SECRET, "bob")
+    same_bits = 128 - bin(int(a, 16) ^ int(b, 16)).count("1")
+    assert 30 < same_bits < 98 and learner_key(b"another secret", "ada") != a
+
+
+def test_rosters_give_student_ids(tmp_path):
+    hub = tmp_path / "roster.csv"
+    hub.write_text("id,role,name\nteach,instructor,T\nAda Lee,learner,Ada\nbob,learner,Bob\nbob,learner,Bob\n")
+    assert keys.roster_students(hub) == ["ada_lee", "bob"]
+    plain = tmp_path / "ids.txt"
+    plain.write_text("ada\n\nBob\n")
+    assert keys.roster_students(plain) == ["ada", "bob"]
+    (tmp_path / "empty.csv").write_text("id,role,name\n")
+    with pytest.raises(PagedKVError, match="names no student"):
+        keys.roster_students(tmp_path / "empty.csv")
+
+
+def _nb(key):
+    return {"cells": [{"cell_type": "code", "source": "# paste it\nVARIANT_KEY = " + json.dumps(key), "metadata": {}}]}
+
+
+def test_a_notebook_holding_another_learners_key_is_flagged_with_whose(tmp_path):
+    keys.write_keys(tmp_path, ["ada", "bob"])
+    ada, bob = keys.key_for(tmp_path, "ada"), keys.key_for(tmp_path, "bob")
+    assert keys.pasted_key(_nb(f" {ada.upper()} ")) == ada
+    assert keys.key_problem(tmp_path, "ada", _nb(ada)) is None
+    assert keys.key_problem(tmp_path, "ada", _nb("")) is None  # practice run, or a hub: graded on ada's own
+    assert keys.key_problem(tmp_path, "ada", _nb(bob)) == "variant key mismatch: the notebook holds bob's key, not ada's"
+    assert keys.key_problem(tmp_path, "ada", _nb("0" * 32)).endswith("00000000... is no student's in this class")
+    assert keys.key_problem(tmp_path / "nowhere", "ada", _nb(bob)) is None  # a course with no keys
+
+
+def test_the_keys_command_writes_one_key_per_learner_of_a_canvas_roster(tmp_path, capsys):
+    from pagedkv_lib.course.__main__ import main
+    roster = tmp_path / "canvas.csv"
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section,PS2 (123)\n"
+                      "    Points Possible,,,,,24\n\"Lee, Ada\",101,S1,ada,Sec 1,\n")
+    assert main(["keys", "--course-dir", str(tmp_path), "--roster", str(roster)]) == 0
+    rows = list(csv.DictReader((tmp_path / keys.KEYS_FILE).open()))
+    assert [r["student"] for r in rows] == ["ada"] and "1 variant keys written" in capsys.readouterr().out
+    assert main(["keys", "--course-dir", str(tmp_path)]) == 1
+    assert "keys needs the class" in capsys.readouterr().err
+
+
+def test_no_slip_the_grader_names_in_ps2_q5_to_q7_lands_on_the_answer_in_any_variant():
+    """Every model, GPU, utilization and block size ps2's draw can give, for the slips its tests name."""
+    tried = 0
+    for name, L, H, d, H_q, params in variants._MODELS:
+        C = 2 * L * H * d * 2
+        for gib in variants._GPU_GIB:
+            for u in variants._UTILIZATION:
+                usable, weights = int(u * gib * GiB), int(params * 2)
+                if weights > 0.75 * usable:
+                    continue
+                for S in (8, 16, 32):
+                    want = (usable - weights) // (S * C)
+                    slips = {usable // (S * C), (int(u * gib * 1e9) - weights) // (S * C),
+                             -(-(usable - weights) // (S * C)), 2 * (usable - weights) // (S * C),
+                             (usable - weights) // C}
+                    assert want > 0 and want not in slips, (name, gib, u, S)
+                    tried += 1
+        if H_q > H:
+            for gib in range(10, 81):
+                b, pt = gib * GiB, C // 2
+                want = b // pt
+                assert want not in {b // (2 * pt), b // (2 * L * H_q * d), b // (8 * pt), b // (pt // 2),
+                                    int(gib * 1e9) // pt}, (name, gib)
+    for n in range(2, 401):
+        for S in (6, 8, 10, 12, 16, 20, 24, 32):
+            assert n * (S - 1) / 2 not in {n * (S + 1) / 2, n * S / 2, (S - 1) / 2}
+    assert tried > 300

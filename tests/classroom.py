@@ -25,8 +25,8 @@ WRONG = {"q1_answer": "def kv_bytes_per_token(num_layers, num_kv_heads, head_dim
          "q2_answer": "def blocks_needed(num_tokens, block_size):\n    return num_tokens // block_size\n",
          "q3_answer": "def reserved_and_slack(lengths, block_size):\n    return (0, 0)\n",
          "q4_answer": "def shared_prefix_ledger(prefix, tails, block_size):\n    return {}\n",
-         "q5_answer": "llama2_7b_blocks = 1\n", "q6_answer": "expected_slack_S12 = 6\n",
-         "q7_answer": "llama3_70b_fp8_tokens = 1\n"}
+         "q5_answer": "gpu_blocks = 1\n", "q6_answer": "expected_slack_slots = 6\n",
+         "q7_answer": "fp8_tokens = 1\n"}
 CHEAT_SHADOW = "isinstance = lambda *a: True\ntuple = lambda r: (52, 6)\n"
 LOOP = "while True:\n    pass\n"
 STUBBORN = ("import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n"
@@ -111,7 +111,7 @@ def build(release: dict, solution: dict) -> list[tuple[str, str, float | None, s
         ("deleted_test.ipynb", no_q2_test, full, "cells missing"),
         # the locked q2 test is put back and fails; q3 and q4 are graded with a correct blocks_needed
         ("edited_test.ipynb", edited, full - pts["q2_tests"], "tampered"),
-        ("missing_var.ipynb", perfect(q7_answer="llama3_70b_fp8_token = 262_144\n"), full - q7, "ok"),
+        ("missing_var.ipynb", perfect(q7_answer="fp8_token = 262_144\n"), full - q7, "ok"),
         ("bad_import.ipynb", perfect(q7_answer="import nonexistent_module\n" + good["q7_answer"]), full - q7, "ok"),
         ("sysexit.ipynb", perfect(q7_answer="import sys\nsys.exit(0)\n" + good["q7_answer"]), full - q7, "sys.exit"),
         ("osexit.ipynb", perfect(q7_answer="import os\nos._exit(1)\n" + good["q7_answer"]), full - q7, "kernel died"),

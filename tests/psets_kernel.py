@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import numbers
 import re
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import copy
 
 from pagedkv_lib.course.instructor import judge
 from pagedkv_lib.course.learner.testcell import PASS_MIME, RECORD_MIME
+from pagedkv_lib.course.learner.variants import KEY_ENV
 
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS\n?", re.DOTALL)
 SOLUTION = re.compile(r"[ \t]*### (BEGIN|END) SOLUTION\n?")
@@ -87,11 +89,14 @@ class LiveKernel:
         return seen["passed"] and not seen["error"], seen["error"]
 
     def expected_values(self, cells: list[dict], answers: dict[str, str], *, hidden: bool,
-                        sweeps: bool = False) -> list:
-        """The expected and known-wrong values the test cells compare against, recorded in the judge.
+                        sweeps: bool = False, key: str = "", answers_only: bool = False) -> list:
+        """The expected and known-wrong values the test cells compare against, recorded in the judge
+        (the verdicts of that run are left in ``self.verdicts``).
 
         Checks of random sweeps (a list in the checked name) are left out unless ``sweeps``: their values
         are many and small, and in a set graded on values none of them is an answer a learner could copy.
+        ``answers_only`` keeps only the expected values of the answers a learner sets (checks named after
+        a variable), without the known-wrong ones.
         """
         store = []
         checks = judge.Replay.checks
@@ -102,33 +107,38 @@ class LiveKernel:
 
             @staticmethod
             def check_value(name, got, expected, **kw):
-                if sweeps or "[" not in name:
+                if answers_only:
+                    store.extend([expected] if name.isidentifier() else [])
+                elif sweeps or "[" not in name:
                     store.extend([expected, *[w for w, _ in kw.get("misconceptions", ())]])
                 return checks.check_value(name, got, expected, **kw)
 
             @staticmethod
             def check_known_mistakes(name, got, misconceptions, **kw):
                 misconceptions = list(misconceptions)
-                store.extend(w for w, _ in misconceptions if sweeps or "[" not in name)
+                store.extend(w for w, _ in misconceptions if not answers_only and (sweeps or "[" not in name))
                 return checks.check_known_mistakes(name, got, misconceptions, **kw)
 
         judge.Replay.checks = Recording()
         try:
-            self.grade(cells, answers, hidden=hidden, judged=True)
+            self.verdicts = self.grade(cells, answers, hidden=hidden, judged=True, key=key)
         finally:
             judge.Replay.checks = checks
-        return json.loads(json.dumps(store, default=repr))
+        return json.loads(json.dumps(store, default=lambda v: float(v) if isinstance(v, numbers.Real) else repr(v)))
 
     def grade(self, cells: list[dict], answers: dict[str, str], *, hidden: bool = True,
-              judged: bool | None = None) -> dict[str, tuple[bool, str]]:
+              judged: bool | None = None, key: str = "") -> dict[str, tuple[bool, str]]:
         """{test grade_id: (passed, message)} for ``cells`` with ``answers`` put in their answer cells.
 
         ``hidden=False`` drops the hidden tests, leaving what a learner sees before handing in; its
         verdicts are the kernel's own unless ``judged``. With hidden tests they are the judge's. What each
         test cell printed or displayed, other than its record and pass marker, is left in ``self.printed``.
+        ``key`` is the learner's variant key, given to the kernel as a hub gives it and to the judge as
+        autograde does ("" for the practice numbers).
         """
         judged = hidden if judged is None else judged
         self.run("get_ipython().run_line_magic('reset', '-f')")
+        self.run(f"import os; os.environ[{KEY_ENV!r}] = {key!r}")
         self.printed = {}
         verdicts, ran = {}, []
         for cell in cells:
@@ -149,7 +159,7 @@ class LiveKernel:
                 self.printed[meta["grade_id"]] = self.stdout + self.shown
         if not judged:
             return verdicts
-        found, elsewhere = judge.judge_notebook(ran, judge.trusted_cells(ran))  # the full tests it ran
+        found, elsewhere = judge.judge_notebook(ran, judge.trusted_cells(ran), key)  # the full tests it ran
         assert not elsewhere and not any(v.forged for v in found.values()), (elsewhere, found)
         return {g: (v.passed, "" if v.passed else f"CheckFailed: {judge.error_output(v.message)['evalue']}")
                 for g, v in found.items()}
@@ -157,3 +167,21 @@ class LiveKernel:
     def score(self, cells: list[dict], answers: dict[str, str], **kw) -> float:
         pts = points(cells)
         return sum(pts[g] for g, (ok, _) in self.grade(cells, answers, **kw).items() if ok)
+
+
+def reference_values(cells: list[dict], key: str) -> dict:
+    """The reference answers' values (``_t.value`` names) on ``key``'s numbers, run in this process
+    from the solution's set-up and answer cells (no kernel, no judge: what a correct learner sets)."""
+    import os
+    from pagedkv_lib.course.learner.variants import KEY_ENV
+    before = os.environ.pop(KEY_ENV, None)
+    try:
+        ns = {"VARIANT_KEY": key}
+        exec(compile(judge.trusted_cells(cells)["setup"][0], "<setup>", "exec"), ns)
+        for source in solutions(cells).values():
+            exec(compile(source, "<answer>", "exec"), ns)
+    finally:
+        if before is not None:
+            os.environ[KEY_ENV] = before
+    names = [m for c in cells if c["cell_type"] == "code" for m in re.findall(r'_t\.value\("(\w+)"\)', HIDDEN.sub("", _src(c)))]
+    return {n: ns[n] for n in dict.fromkeys(names) if n in ns}

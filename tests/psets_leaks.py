@@ -96,3 +96,12 @@ def code_lists(source: str) -> set[tuple]:
 def text_lists(text: str) -> set[tuple]:
     """Bracketed lists of two or more integers written in prose or code spans: ``[28, 31, 8, 37]``."""
     return {tuple(int(x) for x in m.strip("[] ").split(",")) for m in _LIST.findall(text)}
+
+
+def learner_leaks(static: set, printed: set, answers: set) -> list[tuple]:
+    """Leaks of one learner's ``answers`` (their expected values on their own numbers): a number the
+    set-up cell ``printed`` for them at or one factor from an answer, or an answer written as it is in
+    the released notebook's ``static`` text (the same for everyone; one factor from it would be chance,
+    since the text does not know the learner's numbers)."""
+    exact = {(v, h) for h in answers if worth_checking(h) for v in static if Fraction(v) == Fraction(h)}
+    return sorted(set(leaks(printed, answers)) | exact)

@@ -16,8 +16,12 @@ _LEDGER = ("def shared_prefix_ledger(prefix, tails, block_size):\n"
            "    unique = {unique}\n"
            "    reserved = block_size * ({blocks})\n"
            "    return {{'logical': logical, 'unique': unique, 'reserved': reserved, 'slack': reserved - unique}}\n")
-_Q5 = "usable = int(0.9 * 80 * GiB)\nweights = int(6.74e9 * 2)\nllama2_7b_blocks = {}\n"
-_Q7 = "llama3_70b_fp8_tokens = {}\n"
+_Q5 = ("usable = int(V.q5_utilization * V.q5_gpu_gib * GiB)\nweights = int(V.q5_params * 2)\nS = V.q5_block_size\n"
+       "gpu_blocks = {}\n")
+_KV5 = "kv_bytes_per_token(*V.q5_shape, 2)"
+_Q6 = "S, n = V.q6_block_size, V.q6_requests\nexpected_slack_slots = {}\n"
+_Q7 = "fp8_tokens = {}\n"
+_GIB7 = "V.q7_gib * GiB"
 
 PS2 = [
     ("q1_answer", "q1_tests", _KV.format("num_layers * num_kv_heads * head_dim * bytes_per_scalar")),  # no x2
@@ -37,20 +41,20 @@ PS2 = [
                                              blocks="up(prefix + sum(tails)) if tails else 0")),
     ("q4_answer", "q4_tests", _LEDGER.format(unique="prefix + sum(tails)",  # no continuations, prefix kept
                                              blocks="up(prefix) + sum(up(t) for t in tails)")),
-    ("q5_answer", "q5_tests", _Q5.format("usable // (16 * kv_bytes_per_token(32, 32, 128, 2))")),  # weights
-    ("q5_answer", "q5_tests", _Q5.format("(int(0.9 * 80e9) - weights) // (16 * kv_bytes_per_token(32, 32, 128, 2))")),
-    ("q5_answer", "q5_tests", _Q5.format("-(-(usable - weights) // (16 * kv_bytes_per_token(32, 32, 128, 2)))")),
-    ("q5_answer", "q5_tests", _Q5.format("(usable - weights) // (16 * 32 * 32 * 128 * 2)")),  # no x2
-    ("q5_answer", "q5_tests", _Q5.format("(usable - weights) // kv_bytes_per_token(32, 32, 128, 2)")),  # tokens
-    ("q5_answer", "q5_tests", _Q5.format("(usable - weights) // (16 * kv_bytes_per_token(32, 32, 128, 2)) - 3")),
-    ("q6_answer", "q6_tests", "expected_slack_S12 = 12 / 2\n"),  # S/2
-    ("q6_answer", "q6_tests", "expected_slack_S12 = sum(12 - r for r in range(12)) / 12\n"),  # slack S at r = 0
-    ("q6_answer", "q6_tests", "expected_slack_S12 = 4.0\n"),
-    ("q7_answer", "q7_tests", _Q7.format("40 * GiB // kv_bytes_per_token(80, 8, 128, 2)")),  # fp16
-    ("q7_answer", "q7_tests", _Q7.format("40 * GiB // kv_bytes_per_token(80, 64, 128, 1)")),  # query heads
-    ("q7_answer", "q7_tests", _Q7.format("40 * GiB // (80 * 8 * 128 * 1)")),  # no x2
-    ("q7_answer", "q7_tests", _Q7.format("int(40e9) // kv_bytes_per_token(80, 8, 128, 1)")),  # GB
-    ("q7_answer", "q7_tests", _Q7.format("40 * GiB // (8 * kv_bytes_per_token(80, 8, 128, 1))")),  # bits
+    ("q5_answer", "q5_tests", _Q5.format(f"usable // (S * {_KV5})")),  # weights
+    ("q5_answer", "q5_tests", _Q5.format(f"(int(V.q5_utilization * V.q5_gpu_gib * 1e9) - weights) // (S * {_KV5})")),  # GB
+    ("q5_answer", "q5_tests", _Q5.format(f"-(-(usable - weights) // (S * {_KV5}))")),  # rounds up
+    ("q5_answer", "q5_tests", _Q5.format("(usable - weights) // (S * math.prod(V.q5_shape) * 2)")),  # no x2
+    ("q5_answer", "q5_tests", _Q5.format(f"(usable - weights) // {_KV5}")),  # tokens
+    ("q5_answer", "q5_tests", _Q5.format(f"(usable - weights) // (S * {_KV5}) - 3")),
+    ("q6_answer", "q6_tests", _Q6.format("n * S / 2")),  # S/2
+    ("q6_answer", "q6_tests", _Q6.format("n * sum(S - r for r in range(S)) / S")),  # slack S at r = 0
+    ("q6_answer", "q6_tests", _Q6.format("4.0 * n")),
+    ("q7_answer", "q7_tests", _Q7.format(f"{_GIB7} // kv_bytes_per_token(*V.q7_shape, 2)")),  # fp16
+    ("q7_answer", "q7_tests", _Q7.format(f"{_GIB7} // kv_bytes_per_token(V.q7_shape[0], V.q7_query_heads, V.q7_shape[2], 1)")),
+    ("q7_answer", "q7_tests", _Q7.format(f"{_GIB7} // math.prod(V.q7_shape)")),  # no x2
+    ("q7_answer", "q7_tests", _Q7.format("int(V.q7_gib * 1e9) // kv_bytes_per_token(*V.q7_shape, 1)")),  # GB
+    ("q7_answer", "q7_tests", _Q7.format(f"{_GIB7} // (8 * kv_bytes_per_token(*V.q7_shape, 1))")),  # bits
 ]
 
 PS2_STYLES = [
@@ -65,11 +69,15 @@ PS2_STYLES = [
     ("q4_answer", _LEDGER.format(unique="prefix + sum(tails) if tails else 0",
                                  blocks="(up(prefix) if tails else 0) + sum(up(t) for t in tails)").replace(
                                      "'slack': reserved - unique}", "'slack': reserved - unique, 'k': len(tails)}")),
-    ("q5_answer", "import numpy as np\nllama2_7b_blocks = np.int64(int(0.9 * 80 * GiB) - int(6.74e9 * 2)) // (16 * 524288)\n"),
-    ("q6_answer", "from fractions import Fraction\nexpected_slack_S12 = Fraction(sum((-r) % 12 for r in range(12)), 12)\n"),
-    ("q6_answer", "from decimal import Decimal\nexpected_slack_S12 = Decimal(sum((-r) % 12 for r in range(12))) / 12\n"),
-    ("q6_answer", "import numpy as np\nexpected_slack_S12 = np.mean([(12 - r) % 12 for r in range(12)])\n"),
-    ("q7_answer", "import numpy as np\nllama3_70b_fp8_tokens = np.int64(40 * GiB) // (2 * 80 * 8 * 128)\n"),
+    ("q5_answer", "import numpy as np\ngpu_blocks = np.int64(int(V.q5_utilization * V.q5_gpu_gib * GiB) - int(V.q5_params * 2)) "
+                  "// (V.q5_block_size * 4 * math.prod(V.q5_shape))\n"),
+    ("q6_answer", "from fractions import Fraction\nS = V.q6_block_size\n"
+                  "expected_slack_slots = V.q6_requests * Fraction(sum((-r) % S for r in range(S)), S)\n"),
+    ("q6_answer", "from decimal import Decimal\nS = V.q6_block_size\n"
+                  "expected_slack_slots = V.q6_requests * Decimal(sum((-r) % S for r in range(S))) / S\n"),
+    ("q6_answer", "import numpy as np\nS = V.q6_block_size\n"
+                  "expected_slack_slots = V.q6_requests * np.mean([(S - r) % S for r in range(S)])\n"),
+    ("q7_answer", "import numpy as np\nfp8_tokens = np.int64(V.q7_gib * GiB) // (2 * math.prod(V.q7_shape))\n"),
     # a slip in Q1 (no x2) is followed through into Q5 and Q7: only Q1 loses points (checked below)
 ]
 
@@ -130,20 +138,30 @@ PS3_STYLES = [
      "            p = tl.exp2((scores - m_new[:, None]) * 1.4426950408889634)"),
 ]
 
+_BLOCKS3 = "-(-V.q3_prompt_tokens // V.q3_block_size) + V.q3_continuations * -(-V.q3_own_tokens // V.q3_block_size)"
 PS1 = [(f"{q}_answer", f"{q}_tests", f"{var} = {value}\n") for q, var, values in [
-    ("q1", "block_of_position_9", ["1", "3", "5", "9"]),
+    ("q1", "block_of_position", ["V.q1_block_table[V.q1_position // V.q1_block_size - 1]",  # counts from 1
+                                 "V.q1_block_table[-1]", "V.q1_block_table[0]", "V.q1_position"]),
     ("q2", "largest_waste", ['"internal"', '"external"', '"fragmentation"']),
-    ("q3", "shared_blocks_used", ["12", "6", "3", "4", "7.0"]),
-    ("q4", "token_states_read", ["24", "80", "56"]),
-    ("q5", "slack_estimate_slots", ["1600", "1700", "3200", "1400"]),
+    ("q3", "shared_blocks_used", [
+        "V.q3_continuations * -(-(V.q3_prompt_tokens + V.q3_own_tokens) // V.q3_block_size)",  # prompt per request
+        "V.q3_prompt_tokens // V.q3_block_size + V.q3_continuations * -(-V.q3_own_tokens // V.q3_block_size)",
+        "-(-(V.q3_prompt_tokens + V.q3_continuations * V.q3_own_tokens) // V.q3_block_size)",  # tails packed
+        "V.q3_continuations * -(-V.q3_own_tokens // V.q3_block_size)",  # no prompt
+        f"float({_BLOCKS3})"]),
+    ("q4", "token_states_read", ["V.q3_prompt_tokens + V.q3_continuations * V.q3_own_tokens",  # what is stored
+                                 "V.q3_continuations * V.q3_prompt_tokens",  # no own tokens
+                                 f"({_BLOCKS3}) * V.q3_block_size"]),  # slots
+    ("q5", "slack_estimate_slots", ["V.q5_requests * V.q5_block_size / 2", "V.q5_requests * (V.q5_block_size + 1) / 2",
+                                    "V.q5_requests * V.q5_block_size", "0.94 * V.q5_requests * (V.q5_block_size - 1) / 2"]),
     ("q6", "paging_changes", ['"abd"', '"a"', '"acd"', '["a", "c"]', '"d"']),
 ] for value in values]
 
 PS1_STYLES = [
-    ("q1_answer", "import numpy as np\nblock_of_position_9 = np.int64(8)\n"),
+    ("q1_answer", "import numpy as np\nblock_of_position = np.int64(V.q1_block_table)[V.q1_position // V.q1_block_size]\n"),
     ("q2_answer", 'largest_waste = " Reservation "\n'),
-    ("q5_answer", "from fractions import Fraction\nslack_estimate_slots = Fraction(3000, 2)\n"),
-    ("q5_answer", "slack_estimate_slots = 1520  # a rough estimate, within 5%\n"),
+    ("q5_answer", "from fractions import Fraction\nslack_estimate_slots = Fraction(V.q5_requests * (V.q5_block_size - 1), 2)\n"),
+    ("q5_answer", "slack_estimate_slots = 1.015 * V.q5_requests * (V.q5_block_size - 1) / 2  # a rough estimate, within 2%\n"),
     ("q6_answer", 'paging_changes = {"d", "a"}\n'),
     ("q6_answer", 'paging_changes = ["a", "d"]\n'),
     ("q6_answer", 'paging_changes = "a, d"\n'),
@@ -151,13 +169,14 @@ PS1_STYLES = [
 ]
 
 PS4 = [
-    ("q1_answer", "q1_tests", 'r["block_size"] == 64', 'r["block_size"] == 16'),  # another row
+    ("q1_answer", "q1_tests", 'r["block_size"] == V.q1_block_size', 'r["block_size"] == 256'),  # another row
     ("q1_answer", "q1_tests", 'r["share_slack"]', 'r["share_token_states"]'),
     ("q1_answer", "q1_tests", 'r["share_slack"] for', '100 * r["share_slack"] for'),  # percent
-    ("q2_answer", "q2_tests", "alpaca_like(200, seed=2), 4)", "alpaca_like(200, seed=2), 2)"),
+    ("q1_answer", "q1_tests", "seed=V.q1_seed", "seed=V.q1_seed + 1"),  # a classmate's trace, not yours
+    ("q2_answer", "q2_tests", "V.q2_samples)", "V.q2_samples + 1)"),
     ("q2_answer", "q2_tests", '"paged+sharing"', '"paged"'),  # no sharing at all
-    ("q3_answer", "q3_tests", "24 * GiB", "int(24e9)"),  # GB for GiB
-    ("q3_answer", "q3_tests", "block_size=16).tokens", "block_size=16, utilization=1.0).tokens"),
+    ("q3_answer", "q3_tests", "V.q3_gpu_gib * GiB", "int(V.q3_gpu_gib * 1e9)"),  # GB for GiB
+    ("q3_answer", "q3_tests", "utilization=V.q3_utilization", "utilization=1.0"),
     ("q3_answer", "q3_tests", "block_size=16).tokens", "block_size=16).blocks"),
     ("q3_answer", "q3_tests", "block_size=16).tokens", "block_size=16, dtype='fp32').tokens"),
     ("q4_answer", "q4_tests", 'rows["paged"]["mean_batch"] / rows["max"]["mean_batch"]',
@@ -168,15 +187,16 @@ PS4 = [
      'rows["paged"]["mean_batch"] / rows["max"]["mean_batch"]'),  # the wrong baseline
     ("q5_answer", "q5_tests", '["prefix-sharing savings"]', '["tail slack"]'),
     ("q5_answer", "q5_tests", '["prefix-sharing savings"]', '["reservation waste (contiguous)"]'),
-    ("q5_answer", "q5_tests", '["prefix-sharing savings"]', '["prefix-sharing savings"] // 16'),  # blocks
+    ("q5_answer", "q5_tests", ' * bytes_per_token(V.q5_model)', ''),  # slots, not bytes
 ]
 
 PS4_STYLES = [
-    ("q1_answer", "import numpy as np\nrows = block_size_sweep(alpaca_like(200, seed=1), block_sizes=(4, 16, 64, 256), "
-                  "progress=False)\nslack_share_S64 = np.float64(rows[2]['share_slack'])\n"),
-    ("q3_answer", "import numpy as np\nllama3_8b_tokens_24gib = np.int64(kv_capacity('Llama-3-8B', 24 * 2**30).tokens)\n"),
-    ("q5_answer", "lab = run_lab('parallel sampling', block_size=16, sharing=True, n=4)\n"
-                  "lab_sharing_saved_slots = lab.effects['prefix-sharing savings']\n"),
+    ("q1_answer", "import numpy as np\nrows = block_size_sweep(alpaca_like(200, seed=V.q1_seed), "
+                  "block_sizes=(V.q1_block_size,), progress=False)\nslack_share = np.float64(rows[0]['share_slack'])\n"),
+    ("q3_answer", "import numpy as np\ncapacity_tokens = np.int64(kv_capacity(V.q3_model, V.q3_gpu_gib * 2**30, "
+                  "utilization=V.q3_utilization).tokens)\n"),
+    ("q5_answer", "lab = run_lab('parallel sampling', block_size=V.q5_block_size, sharing=True, n=V.q5_samples)\n"
+                  "lab_sharing_saved_bytes = int(lab.effects['prefix-sharing savings']) * bytes_per_token(V.q5_model)\n"),
 ]
 
 MUTATIONS = {"ps1_intuition": PS1, "ps2_math": PS2, "ps3_code": PS3, "ps4_demo": PS4}

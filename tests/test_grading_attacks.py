@@ -82,7 +82,7 @@ RIGGED = """class Everything(int):
 def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
     return Everything(0)
 """
-RIGGED_Q6 = "class Half(float):\n    def __eq__(self, other):\n        return True\n    __hash__ = float.__hash__\nexpected_slack_S12 = Half(0.0)\n"
+RIGGED_Q6 = "class Half(float):\n    def __eq__(self, other):\n        return True\n    __hash__ = float.__hash__\nexpected_slack_slots = Half(0.0)\n"
 FORGED = """from IPython.display import display
 for gid in ("q1_tests", "q2_tests", "q3_tests"):
     display({"application/vnd.pagedkv.result+json": {"grade_id": gid, "entries": []}, "text/plain": "forged"}, raw=True)

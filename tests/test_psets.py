@@ -14,8 +14,11 @@ import pytest
 
 from conftest import REPO
 from psets_kernel import NO_TRITON, LiveKernel, load, points, solutions
-from psets_leaks import code_lists, code_numbers, leaks, text_lists, text_numbers
+from psets_leaks import code_lists, code_numbers, leaks, learner_leaks, text_lists, text_numbers
 from psets_mutations import MUTATIONS, STYLES
+
+from pagedkv_lib.course.instructor.keys import learner_key
+from pagedkv_lib.course.learner.variants import for_set
 
 pytestmark = [pytest.mark.xdist_group("psets-kernel")]
 
@@ -27,6 +30,15 @@ FULL_MARKS = [pytest.param(n, marks=pytest.mark.skipif(n == "ps3_code" and NO_TR
 # and a class on random inputs, so what could leak there is a hidden case's expected result, or a
 # reference's output shown by a visible cell: its own test below.
 VALUE_SETS = [name for name in SETS if name != "ps3_code"]
+
+
+#: A learner's variant key, made as the instructor's keys are, for the tests that run each set on its
+#: practice numbers and on two learners' own ("" is the practice variant).
+KEYS = ["", learner_key(b"a test course secret", "ada"), learner_key(b"a test course secret", "bob")]
+KEY_IDS = ["practice", "ada", "bob"]
+# ps3's variants differ only in their hidden inputs, and a run of it takes seconds: two keys are enough.
+SET_KEYS = [pytest.param(n, k, id=f"{n}-{i}", marks=p.marks) for p in FULL_MARKS for n in p.values
+            for k, i in zip(KEYS, KEY_IDS) if not (n == "ps3_code" and i == "bob")]
 
 
 @pytest.fixture(scope="module")
@@ -41,23 +53,23 @@ def _cells(name, folder="solutions"):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", FULL_MARKS)
-def test_correct_answers_in_every_style_keep_full_marks(kernel, name):
+@pytest.mark.parametrize("name, key", SET_KEYS)
+def test_correct_answers_in_every_style_keep_full_marks(kernel, name, key):
     cells = _cells(name)
     full = sum(points(cells).values())
     good = solutions(cells)
-    assert kernel.score(cells, good) == full
+    assert kernel.score(cells, good, key=key) == full
     for answer_id, *change in STYLES[name]:
         source = good[answer_id].replace(*change) if len(change) == 2 else change[0]
         assert len(change) == 1 or change[0] in good[answer_id], f"{name}: the style's text is not in {answer_id}"
-        verdicts = kernel.grade(cells, {**good, answer_id: source})
+        verdicts = kernel.grade(cells, {**good, answer_id: source}, key=key)
         failed = {g: m for g, (ok, m) in verdicts.items() if not ok}
         assert not failed, f"{name}: a correct {answer_id} in another style lost points: {failed}"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", FULL_MARKS)
-def test_every_mutation_loses_its_points_and_each_message_is_one_line(kernel, name):
+@pytest.mark.parametrize("name, key", SET_KEYS)
+def test_every_mutation_loses_its_points_and_each_message_is_one_line(kernel, name, key):
     cells = _cells(name)
     good = solutions(cells)
     caught = seen = 0
@@ -66,7 +78,7 @@ def test_every_mutation_loses_its_points_and_each_message_is_one_line(kernel, na
             assert change[0] in good[answer_id], f"{name}: the mutation's text is not in {answer_id}: {change[0]!r}"
         source = good[answer_id].replace(*change) if len(change) == 2 else change[0]
         tests = {tests} if isinstance(tests, str) else set(tests)
-        verdicts = kernel.grade(cells, {**good, answer_id: source})
+        verdicts = kernel.grade(cells, {**good, answer_id: source}, key=key)
         failed = {g for g, (passed, _) in verdicts.items() if not passed}
         assert tests <= failed, f"{name}: this wrong {answer_id} passed {tests - failed}:\n{source}"
         for test_id in tests:
@@ -74,20 +86,23 @@ def test_every_mutation_loses_its_points_and_each_message_is_one_line(kernel, na
             assert message.count("\n") <= 1 and "Traceback" not in message, message
         assert failed <= tests, f"{name}: a slip in {answer_id} also cost {failed - tests} (graded twice)"
         caught += 1
-        visible = kernel.grade(cells, {**good, answer_id: source}, hidden=False)
+        visible = kernel.grade(cells, {**good, answer_id: source}, hidden=False, key=key)
         seen += any(not visible[t][0] for t in tests)
     total = len(MUTATIONS[name])
-    print(f"\n{name}: {caught}/{total} mutations lose points; {seen}/{total} are caught by visible checks")
+    print(f"\n{name} ({key or 'practice'}): {caught}/{total} mutations lose points; {seen}/{total} are caught by visible checks")
     assert caught == total
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("key", KEYS, ids=KEY_IDS)
 @pytest.mark.parametrize("name", VALUE_SETS)
-def test_no_visible_cell_gives_a_hidden_value_away(kernel, name):
+def test_no_visible_cell_gives_a_hidden_value_away(kernel, name, key):
+    """Neither the released notebook nor the learner's printed numbers hold a hidden expected value
+    (or one a factor away: ``psets_leaks``); ``test_variants_fairness`` checks 50 learners' own."""
     cells = _cells(name)
     good = solutions(cells)
-    every = kernel.expected_values(cells, good, hidden=True)
-    visible_expected = kernel.expected_values(cells, good, hidden=False)
+    every = kernel.expected_values(cells, good, hidden=True, key=key, answers_only=bool(key))
+    visible_expected = kernel.expected_values(cells, good, hidden=False, key=key)
 
     def scalars(values):
         out = set()
@@ -103,7 +118,12 @@ def test_no_visible_cell_gives_a_hidden_value_away(kernel, name):
     for cell in released:
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         shown |= code_numbers(source) if cell["cell_type"] == "code" else text_numbers(source)
-    assert not leaks(shown, hidden), f"{name}: visible numbers give hidden values away: {leaks(shown, hidden)}"
+    printed = text_numbers(repr(for_set(name, key)))  # "your numbers", as the set-up cell shows them
+    if not key:  # the released text is written against the practice numbers: no hidden value near it
+        found = leaks(shown | printed, hidden)
+    else:  # a learner's own: their answers, against their printed numbers (test_variants_fairness: 50 more)
+        found = learner_leaks(shown, printed, hidden)
+    assert not found, f"{name}: visible numbers give hidden values away: {found}"
 
 
 def _released(name):
@@ -199,6 +219,9 @@ def test_the_leak_finder_flags_a_hidden_value_and_values_one_factor_away():
     assert find({3072, 1.5, 12, 24}, hidden) == []  # other numbers, and small integers, identify nothing
     assert code_numbers("x = 40 * GiB // (2 * 80 * 8 * 128)\n") >= {40 * 2**30 // 163_840}
     assert text_numbers("tails of 262,144 and 6.74e9 and 1_000") >= {262_144, 6.74e9, 1000}
+    # a learner's own answer: near a number printed for them, or written as it is in the static text
+    assert learner_leaks({24_576}, {1173}, {2346, 196_608}) == [(1173, 2346)]
+    assert learner_leaks({196_608}, set(), {196_608}) == [(196_608, 196_608)]
 
 
 def test_checks_accept_exact_numbers_in_any_type_and_fail_in_one_line():

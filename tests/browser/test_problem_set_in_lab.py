@@ -1,6 +1,8 @@
 """A released problem set as a learner meets it in ``make lab``, and the instructor's formgrader."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from .browser_server import REPO
@@ -83,3 +85,29 @@ def test_the_instructor_formgrader_lists_the_assignments(instructor, page):
     page.screenshot(path=str(page.shots / "formgrader.png"))
     for path in PSETS:
         assert path.split("/")[1] in page.inner_text("body")
+
+
+@pytest.mark.parametrize("path", [p for p in PSETS if "ps2_math" in p], ids=lambda p: p.split("/")[1])
+def test_the_set_up_cell_prints_practice_numbers_and_then_the_pasted_keys_own(lab, page, path):
+    from pagedkv_lib.course.instructor.keys import learner_key
+    from pagedkv_lib.course.learner.variants import for_set
+    key = learner_key(b"a browser test's course secret", "ada")
+    notebook = open_notebook(page, lab, path)
+    setup = notebook.locator(".jp-CodeCell:has-text('GiB = 2**30')").first
+    run_cell(page, setup)
+    shown = setup.locator(".jp-OutputArea-output").last
+    shown.wait_for()
+    assert shown.inner_text().startswith("PRACTICE numbers: no variant key was given"), shown.inner_text()
+    cell = notebook.locator(".jp-CodeCell:has-text('VARIANT_KEY = \"\"')").first
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(f'VARIANT_KEY = "{key}"')
+    page.keyboard.press("Shift+Enter")
+    wait_idle(page)
+    run_cell(page, setup)
+    setup.scroll_into_view_if_needed()
+    page.screenshot(path=str(page.shots / "01-your-numbers.png"))
+    text = shown.inner_text()
+    mine = for_set("ps2_math", key)
+    assert text.startswith("Your numbers for ps2_math (variant key") and f"V.q5_model" in text, text
+    assert repr(mine.q5_model) in text and re.search(rf"V\.q6_requests += {mine.q6_requests}\n", text), text

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import os
 import re
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..learner import checks as trusted_checks
 from ..learner.record import RECORD_MAX_BYTES, decode, digest
 from ..learner.testcell import RECORD_MIME
+from ..learner.variants import KEY_ENV
 from .nbclean import cell_text, is_test
 
 #: First line of a hidden-test region that is never sent to the learner's kernel (it holds expected values).
@@ -202,7 +205,7 @@ def _source(cell) -> str:
     return cell_text(cell["source"])
 
 
-def _judge_test(ns: dict, side: _JudgeSide, cell, gid: str) -> Verdict:
+def _judge_test(ns: dict, side: _JudgeSide, cell, gid: str, replay: type[Replay] = Replay) -> Verdict:
     found = records_in(cell.get("outputs", []))
     mine = [r for r in found if isinstance(r, dict) and r.get("grade_id") == gid]
     forged = [f"{gid}: a record for another test" for r in found if r not in mine]
@@ -217,7 +220,7 @@ def _judge_test(ns: dict, side: _JudgeSide, cell, gid: str) -> Verdict:
     if not isinstance(entries, list):
         return Verdict(gid, False, f"{gid}: the record of results is malformed: this test scores 0.",
                        forged + [f"{gid}: malformed record"])
-    side.current = Replay(gid, entries)
+    side.current = replay(gid, entries)
     try:
         exec(compile(_source(cell), f"<test cell {gid}>", "exec"), ns)
     except RecordMismatch as err:
@@ -261,16 +264,41 @@ def trusted_from_gradebook(db_url: str, notebook: str, assignment: str) -> dict[
                 if c.cell_type == "code" and c.name not in solutions and (c.locked or c.name in graded)}
 
 
-def judge_notebook(cells: list, trusted: dict[str, tuple[str, bool]]) -> tuple[dict[str, Verdict], list[str]]:
+def judge_notebook(cells: list, trusted: dict[str, tuple[str, bool]], variant_key: str = "",
+                   replay: type[Replay] | None = None) -> tuple[dict[str, Verdict], list[str]]:
     """``({test grade_id: verdict}, [forged records in other cells])`` for an executed notebook's cells.
+
+    ``variant_key`` is the key of the student the notebook is filed under (``instructor/keys.py``):
+    the set-up cells read it as ``VARIANT_KEY``, so each test judges against that student's numbers.
+    The learner's own key cell is not an instructor cell, so it never runs here. ``replay`` (a
+    :class:`Replay` subclass) stands in for the learner's code; copy detection passes a lenient one.
 
     ``trusted`` (:func:`trusted_cells`) says which grade ids are instructor cells and holds their source:
     the judge runs that source, never the submitted one. The submission only says where each cell's
     outputs are; a cell whose grade id the instructor never wrote (metadata a learner can type, such as
     ``"locked": true``) is never run, and a grade id seen a second time is not judged again.
     """
+    with _variant_env(variant_key):
+        return _judge_all(cells, trusted, variant_key, replay or Replay)
+
+
+@contextmanager
+def _variant_env(key: str):
+    """``KEY_ENV`` set to ``key`` while the judge runs, so a set-up cell cannot pick up another key."""
+    before = os.environ.get(KEY_ENV)
+    os.environ[KEY_ENV] = key
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(KEY_ENV, None)
+        else:
+            os.environ[KEY_ENV] = before
+
+
+def _judge_all(cells: list, trusted: dict, variant_key: str, replay: type[Replay]) -> tuple[dict, list]:
     side = _JudgeSide()
-    ns: dict = {"__builtins__": _builtins_for(side), "__name__": "__pagedkv_judge__"}
+    ns: dict = {"__builtins__": _builtins_for(side), "__name__": "__pagedkv_judge__", "VARIANT_KEY": variant_key}
     verdicts, elsewhere, seen = {}, [], set()
     for index, cell in enumerate(cells):
         if cell.get("cell_type") != "code":
@@ -281,7 +309,7 @@ def judge_notebook(cells: list, trusted: dict[str, tuple[str, bool]]) -> tuple[d
             seen.add(gid)
         source, test = trusted[gid] if known else ("", False)
         if test:
-            verdicts[gid] = _judge_test(ns, side, dict(cell, source=source), gid)
+            verdicts[gid] = _judge_test(ns, side, dict(cell, source=source), gid, replay)
             continue
         if records_in(cell.get("outputs", [])):
             elsewhere.append(f"cell {gid or index} (not a test) showed a record of results")

@@ -1,0 +1,102 @@
+"""Per-learner variants are fair: proven for a class, not hoped for.
+
+For 50 learners per problem set, each with a key made as the instructor's are: the reference answers
+get full marks on that learner's numbers, judged as autograde judges them, and neither the released
+notebook nor the learner's printed numbers hold one of that learner's answers (or a value one
+factor away). For a class of 200: no two learners share a full set of numeric answers, and no answer
+is accepted for more than 5% of the class (each question's own tolerance decides "accepted").
+``test_psets`` runs every catalogued wrong answer on the practice numbers and on two learners' own;
+``test_variants`` checks that no slip the grader names lands on the right answer in any variant.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import REPO
+from psets_kernel import NO_TRITON, LiveKernel, load, points, reference_values, solutions
+from psets_leaks import code_numbers, learner_leaks, text_numbers
+
+from pagedkv_lib.course.instructor.keys import learner_key
+from pagedkv_lib.course.learner.variants import for_set
+
+SECRET = b"the fairness tests' course secret"
+CLASS = [learner_key(SECRET, f"learner{i:03d}") for i in range(200)]
+SETS = ["ps1_intuition", "ps2_math", "ps3_code", "ps4_demo"]
+VALUE_SETS = ["ps1_intuition", "ps2_math", "ps4_demo"]
+
+#: How each numeric answer is accepted, as its hidden test says: (kind, tolerance); others: exactly.
+TOLERANCE = {"slack_estimate_slots": ("rel", 0.02), "capacity_tokens": ("abs", 16), "slack_share": ("abs", 1e-6),
+             "sharing_saving": ("abs", 1e-6), "batch_gain_over_max": ("rel", 1e-6),
+             "batch_gain_over_oracle": ("rel", 1e-6)}
+SHARE_BOUND = 0.05
+
+
+def _cells(name, folder="solutions"):
+    return load(REPO / folder / name / f"{name}.ipynb")
+
+
+def _scalars(values) -> set:
+    out = set()
+    for v in values:
+        out.update(_scalars(v) if isinstance(v, (list, tuple)) else _scalars(v.values()) if isinstance(v, dict)
+                   else [v] if isinstance(v, (int, float)) and not isinstance(v, bool) else [])
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=[pytest.mark.xdist_group(f"variants-{n}")]
+                 + ([pytest.mark.skipif(NO_TRITON is not None, reason=str(NO_TRITON))] if n == "ps3_code" else []))
+    for n in SETS])
+def test_fifty_learners_each_get_full_marks_for_the_right_answers_on_their_own_numbers(name):
+    cells, released = _cells(name), _cells(name, "exercises")
+    good, full = solutions(cells), sum(points(cells).values())
+    shown = set()
+    for cell in released:
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        shown |= code_numbers(source) if cell["cell_type"] == "code" else text_numbers(source)
+    kernel = LiveKernel(REPO)
+    try:
+        visible = _scalars(kernel.expected_values(cells, good, hidden=False))  # the worked examples
+        for key in CLASS[:50]:
+            expected = kernel.expected_values(cells, good, hidden=True, key=key, answers_only=True)
+            failed = {g: m for g, (ok, m) in kernel.verdicts.items() if not ok}
+            assert not failed, f"{name}, learner key {key}: the reference answers lost points: {failed}"
+            assert sum(points(cells)[g] for g in kernel.verdicts) == full
+            if name in VALUE_SETS:
+                hidden = _scalars(expected) - visible
+                assert len(hidden) >= 3, f"{name}: the hidden tests check answers on this learner's own numbers"
+                found = learner_leaks(shown, text_numbers(repr(for_set(name, key))), hidden)
+                assert not found, f"{name}, key {key}: visible numbers give this learner's answers away: {found}"
+    finally:
+        kernel.close()
+
+
+def _accepts(name: str, want, got) -> bool:
+    kind, tol = TOLERANCE.get(name, ("abs", 0))
+    return abs(got - want) <= (tol * abs(want) if kind == "rel" else tol)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(f"variants-share-{n}")) for n in VALUE_SETS])
+def test_in_a_class_of_200_no_answer_serves_more_than_5_percent_and_no_two_share_them_all(name):
+    answers = [{n: v for n, v in reference_values(_cells(name), key).items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)} for key in CLASS]
+    assert len(answers[0]) >= 3, answers[0]
+    shares = {}
+    for q in answers[0]:
+        # for each learner, how many others would their check accept: the most, over the class
+        worst = max(sum(_accepts(q, mine[q], other[q]) for j, other in enumerate(answers) if j != i)
+                    for i, mine in enumerate(answers))
+        shares[q] = worst / (len(CLASS) - 1)
+    alike = [(i, j) for i in range(len(answers)) for j in range(i + 1, len(answers))
+             if all(_accepts(q, answers[i][q], answers[j][q]) for q in answers[i])]
+    print(f"\n{name}: most of the class one learner's answer serves, per question: "
+          + ", ".join(f"{q} {s:.1%}" for q, s in shares.items()))
+    assert not alike, f"{name}: learners {alike[:3]} could hand in the same answers to every question"
+    assert all(s <= SHARE_BOUND for s in shares.values()), shares
+    ranges = {q: (min(a[q] for a in answers), max(a[q] for a in answers)) for q in answers[0]}
+    assert all(lo > 0 for lo, _ in ranges.values()), f"{name}: every answer is a positive quantity: {ranges}"
+    print(f"{name}: ranges " + json.dumps({q: [round(lo, 4), round(hi, 4)] for q, (lo, hi) in ranges.items()}))

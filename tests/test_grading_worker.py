@@ -12,7 +12,7 @@ from classroom import answered, solutions_by_cell
 
 from pagedkv_lib.course.instructor import cgroup
 from pagedkv_lib.course.instructor.events import EVENTS_ENV
-from pagedkv_lib.course.instructor.grade import _db_url, cached_releases, nbgrader_env
+from pagedkv_lib.course.instructor.grade import db_url, cached_releases, nbgrader_env
 from pagedkv_lib.course.instructor.sandbox import LIBRARY_ENV, MODE_ENV, hidden_library
 from pagedkv_lib.course.instructor.worker import Worker, WorkerTimeout, _answer
 from test_grading_sandbox import _course
@@ -61,7 +61,7 @@ def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself
     library.chmod(0o755)
     env = {MODE_ENV: "bwrap", LIBRARY_ENV: str(library), EVENTS_ENV: str(tmp_path / "events.jsonl")}
     with open(tmp_path / "worker.log", "ab") as log:
-        worker = Worker(root, 30, _db_url(root), nbgrader_env(), log)
+        worker = Worker(root, 30, db_url(root), nbgrader_env(), log)
         try:
             first = worker.autograde(NAME, "ada", env, budget_s=300)
             pid = worker.proc.pid
@@ -108,7 +108,7 @@ def test_a_worker_is_replaced_after_its_quota_of_jobs(tmp_path, monkeypatch):
     monkeypatch.setattr("pagedkv_lib.course.instructor.worker.JOBS_PER_WORKER", 1)
     env = {MODE_ENV: "none", EVENTS_ENV: str(tmp_path / "events.jsonl")}
     with open(tmp_path / "worker.log", "ab") as log:
-        worker = Worker(root, 30, _db_url(root), nbgrader_env(), log)
+        worker = Worker(root, 30, db_url(root), nbgrader_env(), log)
         try:
             assert worker.autograde(NAME, "ada", env, budget_s=300)["success"]
             pid, tmp = worker.proc.pid, worker.tmp

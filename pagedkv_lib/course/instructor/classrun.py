@@ -14,10 +14,13 @@ from pathlib import Path
 
 from ...errors import PagedKVError
 from .intake import COLLECT_LOG, release_notebooks
-from .grade import DEFAULT_TIMEOUT_S, SOURCE, SUBMITTED, Status, assignments, cached_releases, grade_all, zero_grades
+from . import copies
+from .grade import DEFAULT_TIMEOUT_S, SOURCE, SUBMITTED, Status, assignments, cached_releases, db_url, grade_all, zero_grades
+from .judge import trusted_from_gradebook
 from .nbclean import Unreadable, cell_text, missing_note, normalise
 from . import cgroup
 from .class_report import STATUS_CSV, export
+from .keys import key_for, key_problem
 from .nbhooks import MAX_RESTARTS
 from .sandbox import LIBRARY_ENV, MODE_ENV, check_available, hidden_library
 from .scan import grader_names_used, library_calls, reaches
@@ -60,6 +63,10 @@ def prepare(folder: Path, assignment: str, release: dict, status: Status, graded
         status.problems.append("cells missing")
         if missing_note(norm.missing) not in status.details:
             status.details.append(missing_note(norm.missing))
+    if mismatch := key_problem(folder.parents[2], status.student, norm.nb):  # submitted/<student>/<assignment>
+        status.problems.append("key mismatch")
+        if mismatch not in status.details:  # collect may have said so already
+            status.details.append(mismatch)
     answers = [c for c in norm.nb["cells"] if c["metadata"].get("nbgrader", {}).get("solution") and c["cell_type"] == "code"]
     touched = {c["metadata"]["nbgrader"]["grade_id"]: grader_names_used(cell_text(c["source"])) for c in answers}
     for gid, names in touched.items():
@@ -113,21 +120,39 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
         if prepare(folder, assignment, releases[assignment], st, graded_functions(root, assignment)):
             jobs.append((assignment, student))
     code_cells = max((sum(c["cell_type"] == "code" for c in r["cells"]) for r in releases.values()), default=0)
+    copies.clear(root)
     with tempfile.TemporaryDirectory(prefix="pkv-sandbox-lib-") as libs:
         os.chmod(libs, 0o755)
         sandboxes = None if trust_submissions else {
             a: {MODE_ENV: "bwrap", LIBRARY_ENV: str(hidden_library(Path(libs) / a, graded_functions(root, a)))}
             for a in {a for a, _ in jobs}}
+        keys = {s: key_for(root, s) for _, s in jobs}
         graded = grade_all(root, jobs, timeout_s, timeout_s * (MAX_RESTARTS + 1) * code_cells + 120, workers, progress,
-                           sandboxes)
+                           sandboxes, keys)
     if trust_submissions:
         for st in graded:
             st.problems.append("unsandboxed")
             st.details.append("graded with --trust-submissions: the kernel ran outside the sandbox")
     result = _merge(root, statuses, graded, log.get("unreadable", {}))
+    _flag_copies(root, result, keys)
     write_status(root / STATUS_CSV, result)
     export(root, grades_csv)
     return result
+
+
+def _flag_copies(root: Path, result: list[Status], keys: dict) -> None:
+    """Say in each status which failed answers are right for another learner's numbers (``copies.py``)."""
+    by_job = {(st.assignment, st.student): st for st in result}
+    for assignment in sorted({st.assignment for st in result}):
+        saved = copies.load(root, assignment)
+        if not saved:
+            continue
+        trusted = trusted_from_gradebook(db_url(root), assignment, assignment)
+        for student, flags in copies.find(trusted, saved, keys).items():
+            st = by_job.get((assignment, student))
+            if st is not None:
+                st.problems.append("numbers of another")
+                st.details += flags
 
 
 def _merge(root: Path, statuses: dict, graded: list[Status], unreadable: dict) -> list[Status]:

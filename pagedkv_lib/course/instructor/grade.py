@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import PagedKVError
+from ..learner.variants import KEY_ENV
 from .events import EVENTS_ENV, read_events
 from .sandbox import MODE_ENV
 from .worker import Worker, WorkerTimeout
@@ -82,7 +83,7 @@ def generate(course_dir=".", names=None, release_dir: str | None = None, workers
     """
     names = list(names) if names else assignments(course_dir)
     extra = [f"--CourseDirectory.release_directory={release_dir}",
-             f"--CourseDirectory.db_url={_db_url(Path(course_dir))}"] if release_dir else []
+             f"--CourseDirectory.db_url={db_url(Path(course_dir))}"] if release_dir else []
 
     def one(name):
         nbgrader("generate_assignment", name, "--force", *extra, course_dir=course_dir)
@@ -121,7 +122,7 @@ def cached_releases(root: Path, names: list[str], workers: int = 1) -> Path:
     return releases
 
 
-def _db_url(root: Path) -> str:
+def db_url(root: Path) -> str:
     """The course's gradebook, with every connection waiting up to ``DB_WAIT_S`` for sqlite's write lock."""
     return f"sqlite:///{(root / 'gradebook.db').resolve()}?timeout={DB_WAIT_S}"
 
@@ -149,18 +150,19 @@ def _describe(event: dict) -> str:
 
 
 def grade_one(worker: Worker, root: Path, assignment: str, student: str, budget_s: float,
-              sandbox: dict | None = None) -> Status:
+              sandbox: dict | None = None, key: str = "") -> Status:
     """Autograde one student's ``assignment`` in ``worker``; kill the worker (and its kernel) past ``budget_s``.
 
     ``sandbox`` is the environment that tells nbgrader's kernels how to run (``sandbox.MODE_ENV`` and
-    the hidden library for this assignment); None runs them unsandboxed (trusted submissions).
+    the hidden library for this assignment); None runs them unsandboxed (trusted submissions). ``key``
+    is the student's variant key ("" for the practice numbers): their kernel and the judge both use it.
     """
     status, start = Status(student, assignment), time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         events = Path(scratch) / "events.jsonl"
         try:
-            result = worker.autograde(assignment, student, {EVENTS_ENV: str(events), **(sandbox or {MODE_ENV: "none"})},
-                                      budget_s)
+            env = {EVENTS_ENV: str(events), KEY_ENV: key, **(sandbox or {MODE_ENV: "none"})}
+            result = worker.autograde(assignment, student, env, budget_s)
         except WorkerTimeout:
             result = {"success": False, "log": "", "error": ""}
             status.problems.append("timed out")
@@ -189,10 +191,10 @@ died before replying to ``kernel_info``: parallel kernels can race for the same 
 
 
 def grade_one_retrying(worker: Worker, root: Path, assignment: str, student: str, budget_s: float,
-                       sandbox: dict | None = None) -> Status:
+                       sandbox: dict | None = None, key: str = "") -> Status:
     """:func:`grade_one`, run again up to :data:`GRADER_RETRIES` times while it reports only a grader error."""
     for attempt in range(GRADER_RETRIES + 1):
-        status = grade_one(worker, root, assignment, student, budget_s, sandbox)
+        status = grade_one(worker, root, assignment, student, budget_s, sandbox, key)
         if status.problems != ["grader error"]:
             break
     if attempt:
@@ -204,7 +206,7 @@ def zero_grades(root: Path, assignment: str, student: str) -> None:
     """Give ``student`` 0 on every graded cell of ``assignment`` (what nbgrader does for a missing notebook)."""
     from nbgrader.api import Gradebook, MissingEntry
     from sqlalchemy.exc import SAWarning
-    with warnings.catch_warnings(), Gradebook(_db_url(root)) as gb:
+    with warnings.catch_warnings(), Gradebook(db_url(root)) as gb:
         warnings.simplefilter("ignore", SAWarning)  # nbgrader's add_submission trips an autoflush warning
         gb.update_or_create_student(student)
         try:
@@ -250,10 +252,11 @@ def _remember_seconds(root: Path, done: list[Status]) -> None:
 
 
 def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s: float, workers: int,
-              progress: bool = True, sandboxes: dict | None = None) -> list[Status]:
+              progress: bool = True, sandboxes: dict | None = None, keys: dict | None = None) -> list[Status]:
     """Grade every ``(assignment, student)`` job, ``workers`` at a time, with a progress bar over the class.
 
     ``sandboxes`` maps each assignment to its sandbox environment (see :func:`grade_one`); None: unsandboxed.
+    ``keys`` maps students to their variant keys (a student not in it gets the practice numbers).
     """
     from tqdm import tqdm
     done, mine, started = [], threading.local(), []
@@ -261,10 +264,10 @@ def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s:
 
     def run(assignment: str, student: str) -> Status:
         if not hasattr(mine, "worker"):  # one warm worker per thread of the pool
-            mine.worker = Worker(root, timeout_s, _db_url(root), nbgrader_env(), log)
+            mine.worker = Worker(root, timeout_s, db_url(root), nbgrader_env(), log)
             started.append(mine.worker)
         return grade_one_retrying(mine.worker, root, assignment, student, budget_s,
-                                  None if sandboxes is None else sandboxes[assignment])
+                                  None if sandboxes is None else sandboxes[assignment], (keys or {}).get(student, ""))
 
     with open(root / LOG_DIR / "workers.log", "ab") as log, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         try:

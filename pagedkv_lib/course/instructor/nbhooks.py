@@ -18,10 +18,12 @@ from jupyter_core.utils import run_sync
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Bool, Integer
 
+from . import copies
 from .events import record
 from .nbclean import cell_grade_id, is_test, tidy_source
 from ..learner.record import RECORD_MAX_BYTES
 from ..learner.testcell import PASS_MIME, RECORD_MIME
+from ..learner.variants import KEY_ENV
 from .judge import error_output, judge_notebook, kernel_source, records_in, trusted_from_gradebook
 from .sandbox import MODE_ENV, SandboxKernelManager
 
@@ -255,7 +257,14 @@ class JudgeTests(Preprocessor):
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         trusted = trusted_from_gradebook(info["db_url"], info["notebook"], info["assignment"])
-        verdicts, elsewhere = judge_notebook(nb.cells, trusted)
+        verdicts, elsewhere = judge_notebook(nb.cells, trusted, os.environ.get(KEY_ENV, ""))
+        kept = {}  # each test's own record and verdict, for copy detection across the class (copies.py)
+        for cell in nb.cells:
+            gid = cell_grade_id(cell) if cell.cell_type == "code" else None
+            if gid in verdicts:
+                mine = [r for r in records_in(cell.get("outputs", [])) if isinstance(r, dict) and r.get("grade_id") == gid]
+                kept.setdefault(gid, {"record": mine[0] if len(mine) == 1 else None, "passed": verdicts[gid].passed})
+        copies.save(os.getcwd(), info["assignment"], info["student"], kept)
         for where in elsewhere:
             record("forged", what=where)  # a record outside its test cell, or grader metadata nobody wrote
         for cell in nb.cells:

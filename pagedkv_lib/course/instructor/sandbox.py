@@ -32,6 +32,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Float, Unicode
 
 from ...errors import PagedKVError
+from ..learner.variants import KEY_ENV
 from .cgroup import join_prefix, memory_group
 from .denials import MAX_SHOWN, denied, tracer
 from .events import record
@@ -259,7 +260,7 @@ class SandboxKernelManager(AsyncKernelManager):
         if not self.library:  # run by plain `nbgrader autograde`: the library without the instructor's side
             self.library = str(hidden_library(self.scratch / "library", []))
         env["PYTHONPATH"] = self.library
-        for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET"):
+        for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET", KEY_ENV):
             if key in os.environ:
                 env[key] = os.environ[key]
         kw["env"] = env

@@ -1,0 +1,109 @@
+"""Copy detection: a failed answer that is right for another learner's numbers, said to the instructor.
+
+While grading, the judge keeps each test's record of results and verdict in
+``grading-cache/records/<assignment>/<student>.json`` (:func:`save`: plain data, instructor-side,
+never in a sandbox or a feedback page). After the class is graded, each test a student failed whose
+record holds values (``_t.value``: numbers the learner set) is judged again on other numbers: the
+practice numbers, and the numbers of every classmate who handed in the same values for that test. A
+test that passes on someone else's numbers, and failed on the student's own, is flagged "matches the
+numbers of <student>". It already scored 0 there; the flag goes to the status, for the instructor.
+
+What this cannot see: an answer copied from a classmate who did not hand that value in, and answers
+written as code (code that reads ``V`` computes each learner's own numbers: that is the method, shared).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..learner.record import digest
+from .grade import CACHE_DIR
+from .judge import RECORD_MIME, Missing, Replay, judge_notebook
+
+RECORDS = "records"
+
+
+def save(root: Path, assignment: str, student: str, tests: dict) -> None:
+    """Keep ``{test grade_id: {"record": ..., "passed": bool}}`` for one student's graded notebook."""
+    folder = Path(root) / CACHE_DIR / RECORDS / assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{student}.json").write_text(json.dumps(tests), encoding="utf-8")
+
+
+def load(root: Path, assignment: str) -> dict[str, dict]:
+    """``{student: tests}`` saved for ``assignment`` in this run."""
+    folder = Path(root) / CACHE_DIR / RECORDS / assignment
+    out = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            out[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):  # a damaged file: that student is not compared
+            continue
+    return out
+
+
+def clear(root: Path) -> None:
+    """Forget the records of an earlier run (a student graded then may not be graded now)."""
+    folder = Path(root) / CACHE_DIR / RECORDS
+    for path in folder.glob("*/*.json") if folder.is_dir() else []:
+        path.unlink()
+
+
+class _OnOtherNumbers(Replay):
+    """The judge's stand-in when a record is judged on numbers it was not made for: a call of the
+    learner's code recorded on other inputs is skipped, as if it had raised (a follow-through of an
+    earlier slip then falls back to the right formula), and the record need not be used up."""
+
+    def take(self, kind: str, label: str, inputs):
+        entry = self._peek()
+        if entry is not None and kind in ("call", "run") and entry[:2] == [kind, label] and entry[2] != digest(inputs):
+            self.pos += 1
+            raise Missing(f"{label} was recorded on other inputs")
+        return super().take(kind, label, inputs)
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        return False
+
+
+def _values(record) -> list | None:
+    """The outcomes of a record's ``value`` entries (what the learner set), or None if it has none."""
+    entries = record.get("entries") if isinstance(record, dict) else None
+    if not isinstance(entries, list):
+        return None
+    found = [e[3] for e in entries if isinstance(e, list) and len(e) == 4 and e[0] == "value"]
+    return found or None
+
+
+def _cell(gid: str, record=None) -> dict:
+    outputs = [] if record is None else [{"output_type": "display_data", "data": {RECORD_MIME: record}}]
+    return {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": gid}}, "outputs": outputs}
+
+
+def passes_on(trusted: dict, gid: str, record: dict, key: str) -> bool:
+    """Would test ``gid`` pass with ``record`` on the numbers of ``key``?"""
+    setup = [g for g, (_, test) in trusted.items() if not test]
+    cells = [_cell(g) for g in setup] + [_cell(gid, record)]
+    verdicts, _ = judge_notebook(cells, {g: trusted[g] for g in [*setup, gid]}, key, replay=_OnOtherNumbers)
+    return verdicts[gid].passed
+
+
+def find(trusted: dict, saved: dict[str, dict], keys: dict[str, str]) -> dict[str, list[str]]:
+    """``{student: ["<test>: matches the numbers of <other>", ...]}`` for the class's ``saved`` records.
+
+    ``trusted`` is the assignment's instructor cells (``judge.trusted_from_gradebook``); ``keys`` each
+    student's variant key ("" or missing: the practice numbers).
+    """
+    flags: dict[str, list[str]] = {}
+    for student, tests in saved.items():
+        own = keys.get(student, "")
+        for gid, test in tests.items():
+            mine = _values(test.get("record"))
+            if test.get("passed") or mine is None or gid not in trusted:
+                continue
+            others = [(f"the numbers of {o}", keys.get(o, "")) for o, theirs in sorted(saved.items())
+                      if o != student and _values(theirs.get(gid, {}).get("record")) == mine]
+            for label, key in [("the practice numbers", ""), *others]:
+                if key != own and passes_on(trusted, gid, test["record"], key):
+                    flags.setdefault(student, []).append(f"{gid}: the answer matches {label}, not this student's own")
+                    break
+    return flags

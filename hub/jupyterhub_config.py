@@ -66,8 +66,21 @@ c.Spawner.start_timeout = 180
 LEARNER_ARGS = ["--ServerApp.jpserver_extensions={'nbgrader.server_extensions.formgrader': False}"]
 
 
+def course_of(member) -> str:
+    """The instructor's course directory: PAGEDKV_COURSE, else ~<instructor>/pagedkv."""
+    return COURSE or str(Path(os.path.expanduser(f"~{member.id}")) / "pagedkv")
+
+
+def variant_key(learner: str) -> str:
+    """The learner's variant key, from the course secret (root reads it; "" if the course has none yet)."""
+    from pagedkv_lib.course.instructor.keys import key_for
+    instructor = next(m for m in ROSTER.values() if m.role == "instructor")
+    return key_for(course_of(instructor), learner)
+
+
 def role_settings(spawner):
-    """Per role: the Jupyter config folders (nbgrader's exchange and course id in both), the start folder."""
+    """Per role: the Jupyter config folders (nbgrader's exchange and course id in both), the start folder;
+    for a learner, their variant key (their notebooks' numbers: pagedkv_lib/course/learner/variants.py)."""
     member = ROSTER[spawner.user.name]
     role_dir = HUB / "singleuser" / member.role
     spawner.environment.update({
@@ -77,13 +90,14 @@ def role_settings(spawner):
         "PAGEDKV_EXCHANGE": EXCHANGE,
     })
     if member.role == "instructor":
-        course = COURSE or str(Path(os.path.expanduser(f"~{member.id}")) / "pagedkv")
+        course = course_of(member)
         spawner.environment["PAGEDKV_COURSE"] = course
         spawner.notebook_dir = course
         spawner.args = []
     else:
         spawner.notebook_dir = "~"
         spawner.args = list(LEARNER_ARGS)
+        spawner.environment["PAGEDKV_VARIANT_KEY"] = variant_key(member.id)
 
 
 c.Spawner.pre_spawn_hook = role_settings

@@ -137,3 +137,27 @@ def test_a_bad_roster_is_refused_naming_the_line_and_the_value(tmp_path, text, m
     path.write_text(text)
     with pytest.raises(ValueError, match=message):
         read_roster(path)
+
+
+def test_each_learners_server_gets_their_own_variant_key_from_the_course_secret(tmp_path, monkeypatch):
+    import runpy
+    from types import SimpleNamespace
+    from traitlets.config import Config
+    from pagedkv_lib.course.instructor.keys import key_for, write_keys
+    course = tmp_path / "course"
+    course.mkdir()
+    monkeypatch.setenv("PAGEDKV_ROSTER", str(HUB / "roster.csv"))
+    monkeypatch.setenv("PAGEDKV_COURSE", str(course))
+    monkeypatch.setenv("PAGEDKV_HUB_STATE", str(tmp_path))
+    hub = runpy.run_path(str(HUB / "jupyterhub_config.py"), init_globals={"get_config": Config})
+
+    def spawn(user):
+        spawner = SimpleNamespace(user=SimpleNamespace(name=user), environment={}, notebook_dir="", args=[])
+        hub["role_settings"](spawner)
+        return spawner.environment
+
+    assert spawn("learner1")["PAGEDKV_VARIANT_KEY"] == "", "no secret yet: the practice numbers"
+    write_keys(course, ["learner1", "learner2"])
+    one, two = spawn("learner1")["PAGEDKV_VARIANT_KEY"], spawn("learner2")["PAGEDKV_VARIANT_KEY"]
+    assert one == key_for(course, "learner1") and two == key_for(course, "learner2") and one != two
+    assert "PAGEDKV_VARIANT_KEY" not in spawn("instructor")

@@ -4,7 +4,8 @@ While grading, the judge keeps each test's record of results and verdict in
 ``grading-cache/records/<assignment>/<student>.json`` (:func:`save`: plain data, instructor-side,
 never in a sandbox or a feedback page). After the class is graded, each test a student failed whose
 record holds values (``_t.value``: numbers the learner set) is judged again on other numbers: the
-practice numbers, and the numbers of every classmate who handed in the same values for that test. A
+practice numbers, and the numbers of each classmate who handed in the same values for that test and
+passed it (the same values failing for both say nothing, and are not judged again). A
 test that passes on someone else's numbers, and failed on the student's own, is flagged "matches the
 numbers of <student>". It already scored 0 there; the flag goes to the status, for the instructor.
 
@@ -101,7 +102,8 @@ def find(trusted: dict, saved: dict[str, dict], keys: dict[str, str]) -> dict[st
             if test.get("passed") or mine is None or gid not in trusted:
                 continue
             others = [(f"the numbers of {o}", keys.get(o, "")) for o, theirs in sorted(saved.items())
-                      if o != student and _values(theirs.get(gid, {}).get("record")) == mine]
+                      if o != student and theirs.get(gid, {}).get("passed")
+                      and _values(theirs.get(gid, {}).get("record")) == mine]
             for label, key in [("the practice numbers", ""), *others]:
                 if key != own and passes_on(trusted, gid, test["record"], key):
                     flags.setdefault(student, []).append(f"{gid}: the answer matches {label}, not this student's own")

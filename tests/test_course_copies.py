@@ -1,0 +1,78 @@
+"""Copy detection on records as the judge keeps them: whose numbers a failed answer is right for."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from conftest import REPO
+from psets_kernel import load
+from pagedkv_lib.course.instructor import copies
+from pagedkv_lib.course.instructor.judge import trusted_cells
+from pagedkv_lib.course.instructor.keys import learner_key
+from pagedkv_lib.course.learner.record import digest, encode
+from pagedkv_lib.course.learner.variants import for_set
+
+KEYS = {s: learner_key(b"copies test secret", s) for s in ("ada", "bob", "cat", "dan", "eve", "fay")}
+TRUSTED = trusted_cells(load(REPO / "solutions" / "ps2_math" / "ps2_math.ipynb"))
+
+
+def _q6(value) -> dict:
+    """ps2's Q6 record for a learner who set ``expected_slack_slots = value`` (its test reads it twice)."""
+    entry = ["value", "expected_slack_slots", digest(None), {"ok": encode(value)}]
+    return {"grade_id": "q6_tests", "entries": [entry, entry]}
+
+
+def _right(student: str) -> float:
+    v = for_set("ps2_math", KEYS[student])
+    return float(Fraction(v.q6_requests * (v.q6_block_size - 1), 2))
+
+
+def _saved(values: dict) -> dict:
+    return {s: {"q6_tests": {"record": _q6(x), "passed": copies.passes_on(TRUSTED, "q6_tests", _q6(x), KEYS[s])}}
+            for s, x in values.items()}
+
+
+def test_an_answer_right_for_a_classmates_numbers_is_flagged_with_whose():
+    practice = float(Fraction(for_set("ps2_math").q6_requests * 11, 2))
+    saved = _saved({"ada": _right("ada"), "bob": _right("bob"), "cat": _right("bob"), "dan": practice,
+                    "eve": 1.25, "fay": 1.25})
+    assert [saved[s]["q6_tests"]["passed"] for s in sorted(saved)] == [True, True, False, False, False, False]
+    flags = copies.find(TRUSTED, saved, KEYS)
+    assert flags == {"cat": ["q6_tests: the answer matches the numbers of bob, not this student's own"],
+                     "dan": ["q6_tests: the answer matches the practice numbers, not this student's own"]}
+
+
+def test_the_same_wrong_value_handed_in_by_many_is_judged_once_each_not_against_each_other(monkeypatch):
+    saved = _saved({s: 1.25 for s in KEYS})
+    calls = []
+    real = copies.passes_on
+    monkeypatch.setattr(copies, "passes_on", lambda *a: calls.append(a[3]) or real(*a))
+    assert copies.find(TRUSTED, saved, KEYS) == {}
+    assert calls == [""] * len(KEYS), "only the practice numbers are tried: no classmate passed with 1.25"
+
+
+@pytest.mark.parametrize("record", [None, {"entries": "x"}, {"grade_id": "q6_tests", "entries": [["value"]]}, "junk"])
+def test_a_malformed_record_is_not_compared(record):
+    saved = {"ada": {"q6_tests": {"record": record, "passed": False}},
+             "bob": {"q6_tests": {"record": _q6(_right("bob")), "passed": True}}}
+    assert copies.find(TRUSTED, saved, KEYS) == {}
+
+
+def test_a_follow_through_recorded_on_ones_own_inputs_is_judged_on_the_other_numbers():
+    """ps2 Q5 calls the learner's kv_bytes_per_token on their own model: on bob's numbers that call was
+    recorded for other inputs, so it is skipped (as if it raised) and the right formula is used."""
+    ada, bob = for_set("ps2_math", KEYS["ada"]), for_set("ps2_math", KEYS["bob"])
+    per_token = lambda v: 4 * v.q5_shape[0] * v.q5_shape[1] * v.q5_shape[2]
+    blocks = lambda v: ((int(v.q5_utilization * v.q5_gpu_gib * 2**30) - int(v.q5_params * 2))
+                        // (v.q5_block_size * per_token(v)))
+
+    def record(value):  # as ada's kernel records it: her kv_bytes_per_token called on her own model
+        entry = ["value", "gpu_blocks", digest(None), {"ok": value}]
+        yours = ["yours", "kv_bytes_per_token", digest(None), {"ok": None}]
+        return {"grade_id": "q5_tests", "entries": [
+            entry, entry, yours, ["call", "kv_bytes_per_token", digest([(3, 2, 64, 4), {}]), {"ok": 3072}],
+            yours, ["call", "kv_bytes_per_token", digest([(*ada.q5_shape, 2), {}]), {"ok": per_token(ada)}]]}
+    assert copies.passes_on(TRUSTED, "q5_tests", record(blocks(ada)), KEYS["ada"]), "the record is as the kernel makes it"
+    assert not copies.passes_on(TRUSTED, "q5_tests", record(blocks(bob)), KEYS["ada"])
+    assert copies.passes_on(TRUSTED, "q5_tests", record(blocks(bob)), KEYS["bob"])

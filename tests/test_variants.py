@@ -72,6 +72,20 @@ def test_a_bad_key_is_refused_naming_it_and_what_a_key_is(key, message):
     assert "VARIANT_KEY" in str(err.value)
 
 
+def test_with_a_hub_key_a_garbled_pasted_one_is_ignored_not_fatal(monkeypatch):
+    """While grading (and on a hub) the environment's key decides: a learner's typo in the key cell must
+    not stop their notebook there, since their answers are judged on the filed student's numbers."""
+    hub = learner_key(SECRET, "ada")
+    monkeypatch.setenv(KEY_ENV, hub)
+    v = for_set("ps2_math", "my key is here")
+    assert v.key == hub and "ignored" in repr(v)
+
+
+def test_big_numbers_print_as_python_reads_them():
+    v = for_set("ps2_math")
+    assert "V.q5_params      = 6.74e9" in repr(v) and float("6.74e9") == v.q5_params
+
+
 def test_a_pasted_key_may_have_spaces_and_capitals():
     key = learner_key(SECRET, "ada")
     assert for_set("ps2_math", f"  {key.upper()} ").numbers == for_set("ps2_math", key).numbers

@@ -12,6 +12,7 @@ expected values are computed where your kernel never sees them.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import math
@@ -65,13 +66,22 @@ class Variant:
         return random.Random(_seed(self.key or "practice", f"{self.assignment}/{label}"))
 
     def __repr__(self) -> str:
-        who = ("PRACTICE numbers: no variant key was given, so these are the same for everyone. Paste the "
-               "key your instructor gave you into the first cell (VARIANT_KEY) and run the notebook "
-               "again for your own." if self.practice else
+        who = ("PRACTICE numbers: no variant key was given, so these are the same for everyone.\nPaste the "
+               "key your instructor gave you into the first cell (VARIANT_KEY) and run all cells again "
+               "for your own." if self.practice else
                f"Your numbers for {self.assignment} (variant key {self.key[:4]}...{self.key[-4:]}).")
         width = max((len(k) for k in self.numbers), default=0)
-        rows = [f"  V.{k:<{width}} = {v!r}" for k, v in self.numbers.items()]
-        return "\n".join([who, *([self.note] if self.note else []), *rows])
+        rows = [f"  V.{k:<{width}} = {_shown(v)}" for k, v in self.numbers.items()]
+        code = [] if self.numbers else ["This set grades code: its hidden tests draw their inputs from this variant."]
+        return "\n".join([who, *([self.note] if self.note else []), *code, *rows])
+
+
+def _shown(value: Any) -> str:
+    """``value`` as Python reads it back; a float of a million or more in e-notation (7.62e9)."""
+    if isinstance(value, float) and abs(value) >= 1e6:
+        mantissa, exponent = f"{value:.6e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+    return repr(value)
 
 
 def _seed(key: str, label: str) -> int:
@@ -82,13 +92,16 @@ def for_set(assignment: str, key: str = "") -> Variant:
     """Your numbers for ``assignment``, from the hub's key (:data:`KEY_ENV`) or else the pasted ``key``."""
     if assignment not in SETS:
         raise PagedKVError(f"assignment {assignment!r} has no numbers here; the problem sets are {', '.join(SETS)}")
-    pasted, hub = check_key(key), check_key(os.environ.get(KEY_ENV, ""), KEY_ENV)
-    chosen = hub or pasted
+    hub = check_key(os.environ.get(KEY_ENV, ""), KEY_ENV)
+    if hub:  # a hub, or the grader: the key of the learner this server or this file belongs to
+        note = "" if str(key).strip().lower() in ("", hub) else \
+            "(The key from this server is used; the one pasted into VARIANT_KEY is ignored.)"
+        chosen = hub
+    else:
+        chosen, note = check_key(key), ""
     draw, practice = SETS[assignment]
     numbers = practice if not chosen else draw(random.Random(_seed(chosen, assignment)))
-    note = "(The key from this server is used; the one pasted into VARIANT_KEY is ignored.)" \
-        if hub and pasted and pasted != hub else ""
-    return Variant(assignment, chosen, dict(numbers), note)
+    return Variant(assignment, chosen, copy.deepcopy(numbers), note)
 
 
 def _log_uniform(rng: random.Random, low: int, high: int) -> int:

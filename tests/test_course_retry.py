@@ -6,7 +6,7 @@ from pagedkv_lib.course.instructor.grade import Status
 def _fake_runs(monkeypatch, outcomes):
     calls = []
 
-    def fake_grade_one(worker, root, assignment, student, budget_s, sandbox=None, key=""):
+    def fake_grade_one(worker, root, assignment, student, budget_s, sandbox=None):
         problems = outcomes[min(len(calls), len(outcomes) - 1)]
         calls.append(problems)
         return Status(student, assignment, problems=list(problems), failed=bool(problems))

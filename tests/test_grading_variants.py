@@ -10,6 +10,9 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import subprocess
+import threading
+import time
 
 import pytest
 
@@ -59,27 +62,40 @@ def graded(tmp_path_factory):
         folder.mkdir(parents=True)
         nb = normalise(json.dumps(_with_key(answered(release, answers), pasted)), release, student).nb
         (folder / f"{NAME}.ipynb").write_text(json.dumps(nb, indent=1), encoding="utf-8")
-    statuses = course.autograde(root, timeout_s=20, workers=2, progress=False)
+    seen, done = [], threading.Event()
+
+    def watch():  # what any user of this machine can read while grading runs: every command line
+        while not done.is_set():
+            listed = subprocess.run(["ps", "-ww", "-eo", "args="], capture_output=True, text=True).stdout
+            seen.extend(line for line in listed.splitlines() if any(k in line for k in key.values()))
+            time.sleep(0.05)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        statuses = course.autograde(root, timeout_s=20, workers=2, progress=False)
+    finally:
+        done.set()
+        watcher.join()
     course.feedback(root)
     scores = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader((root / "grades.csv").open())}
-    return root, {s.student: s for s in statuses}, scores
+    return root, {s.student: s for s in statuses}, scores, seen
 
 
 def test_each_student_is_judged_on_their_own_numbers(graded):
-    _, statuses, scores = graded
+    _, statuses, scores, _ = graded
     assert scores == {"ada": 21.0, "bob": 21.0, "cat": 21.0 - 3 - 3, "dan": 21.0 - 3 - 2 - 3, "eve": 18.0}, statuses
     assert statuses["ada"].label == statuses["bob"].label == "ok"
 
 
 def test_a_notebook_holding_another_learners_key_is_flagged_with_whose(graded):
-    _, statuses, _ = graded
+    _, statuses, _, _ = graded
     assert "key mismatch" in statuses["cat"].problems
     assert "variant key mismatch: the notebook holds bob's key, not cat's" in statuses["cat"].details
     assert "key mismatch" not in statuses["dan"].problems, "no key pasted: graded on dan's own, not a mismatch"
 
 
 def test_answers_right_for_someone_elses_numbers_are_flagged_for_the_instructor_only(graded):
-    root, statuses, _ = graded
+    root, statuses, _, _ = graded
     cat = [d for d in statuses["cat"].details if "the answer matches" in d]
     assert cat == ["q5_tests: the answer matches the numbers of bob, not this student's own",
                    "q7_tests: the answer matches the numbers of bob, not this student's own"]
@@ -91,3 +107,8 @@ def test_answers_right_for_someone_elses_numbers_are_flagged_for_the_instructor_
     for page in (root / "feedback").rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         assert "matches the numbers" not in text and "key mismatch" not in text, page
+
+
+def test_no_key_is_on_a_command_line_another_user_could_read_while_grading(graded):
+    """The sandbox hands each kernel its key in a file of its own, not as an argument of bwrap's."""
+    assert graded[3] == []

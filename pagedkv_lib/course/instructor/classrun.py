@@ -126,23 +126,23 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
         sandboxes = None if trust_submissions else {
             a: {MODE_ENV: "bwrap", LIBRARY_ENV: str(hidden_library(Path(libs) / a, graded_functions(root, a)))}
             for a in {a for a, _ in jobs}}
-        keys = {s: key_for(root, s) for _, s in jobs}
         graded = grade_all(root, jobs, timeout_s, timeout_s * (MAX_RESTARTS + 1) * code_cells + 120, workers, progress,
-                           sandboxes, keys)
+                           sandboxes)
     if trust_submissions:
         for st in graded:
             st.problems.append("unsandboxed")
             st.details.append("graded with --trust-submissions: the kernel ran outside the sandbox")
     result = _merge(root, statuses, graded, log.get("unreadable", {}))
-    _flag_copies(root, result, keys)
+    _flag_copies(root, result)
     write_status(root / STATUS_CSV, result)
     export(root, grades_csv)
     return result
 
 
-def _flag_copies(root: Path, result: list[Status], keys: dict) -> None:
+def _flag_copies(root: Path, result: list[Status]) -> None:
     """Say in each status which failed answers are right for another learner's numbers (``copies.py``)."""
     by_job = {(st.assignment, st.student): st for st in result}
+    keys = {st.student: key_for(root, st.student) for st in result}
     for assignment in sorted({st.assignment for st in result}):
         saved = copies.load(root, assignment)
         if not saved:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import PagedKVError
-from ..learner.variants import KEY_ENV
 from .events import EVENTS_ENV, read_events
 from .sandbox import MODE_ENV
 from .worker import Worker, WorkerTimeout
@@ -150,18 +149,17 @@ def _describe(event: dict) -> str:
 
 
 def grade_one(worker: Worker, root: Path, assignment: str, student: str, budget_s: float,
-              sandbox: dict | None = None, key: str = "") -> Status:
+              sandbox: dict | None = None) -> Status:
     """Autograde one student's ``assignment`` in ``worker``; kill the worker (and its kernel) past ``budget_s``.
 
     ``sandbox`` is the environment that tells nbgrader's kernels how to run (``sandbox.MODE_ENV`` and
-    the hidden library for this assignment); None runs them unsandboxed (trusted submissions). ``key``
-    is the student's variant key ("" for the practice numbers): their kernel and the judge both use it.
+    the hidden library for this assignment); None runs them unsandboxed (trusted submissions).
     """
     status, start = Status(student, assignment), time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         events = Path(scratch) / "events.jsonl"
         try:
-            env = {EVENTS_ENV: str(events), KEY_ENV: key, **(sandbox or {MODE_ENV: "none"})}
+            env = {EVENTS_ENV: str(events), **(sandbox or {MODE_ENV: "none"})}
             result = worker.autograde(assignment, student, env, budget_s)
         except WorkerTimeout:
             result = {"success": False, "log": "", "error": ""}
@@ -191,10 +189,10 @@ died before replying to ``kernel_info``: parallel kernels can race for the same 
 
 
 def grade_one_retrying(worker: Worker, root: Path, assignment: str, student: str, budget_s: float,
-                       sandbox: dict | None = None, key: str = "") -> Status:
+                       sandbox: dict | None = None) -> Status:
     """:func:`grade_one`, run again up to :data:`GRADER_RETRIES` times while it reports only a grader error."""
     for attempt in range(GRADER_RETRIES + 1):
-        status = grade_one(worker, root, assignment, student, budget_s, sandbox, key)
+        status = grade_one(worker, root, assignment, student, budget_s, sandbox)
         if status.problems != ["grader error"]:
             break
     if attempt:
@@ -252,11 +250,10 @@ def _remember_seconds(root: Path, done: list[Status]) -> None:
 
 
 def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s: float, workers: int,
-              progress: bool = True, sandboxes: dict | None = None, keys: dict | None = None) -> list[Status]:
+              progress: bool = True, sandboxes: dict | None = None) -> list[Status]:
     """Grade every ``(assignment, student)`` job, ``workers`` at a time, with a progress bar over the class.
 
     ``sandboxes`` maps each assignment to its sandbox environment (see :func:`grade_one`); None: unsandboxed.
-    ``keys`` maps students to their variant keys (a student not in it gets the practice numbers).
     """
     from tqdm import tqdm
     done, mine, started = [], threading.local(), []
@@ -267,7 +264,7 @@ def grade_all(root: Path, jobs: list[tuple[str, str]], timeout_s: int, budget_s:
             mine.worker = Worker(root, timeout_s, db_url(root), nbgrader_env(), log)
             started.append(mine.worker)
         return grade_one_retrying(mine.worker, root, assignment, student, budget_s,
-                                  None if sandboxes is None else sandboxes[assignment], (keys or {}).get(student, ""))
+                                  None if sandboxes is None else sandboxes[assignment])
 
     with open(root / LOG_DIR / "workers.log", "ab") as log, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import Preprocessor
@@ -20,12 +21,20 @@ from traitlets import Bool, Integer
 
 from . import copies
 from .events import record
+from .keys import key_for
 from .nbclean import cell_grade_id, is_test, tidy_source
 from ..learner.record import RECORD_MAX_BYTES
 from ..learner.testcell import PASS_MIME, RECORD_MIME
 from ..learner.variants import KEY_ENV
 from .judge import error_output, judge_notebook, kernel_source, records_in, trusted_from_gradebook
 from .sandbox import MODE_ENV, SandboxKernelManager
+
+
+def student_key(resources: dict) -> str:
+    """The variant key of the student nbgrader is grading ("" without a course secret): the one their
+    kernel and the judge use, whatever the notebook holds. The course root is the working folder, as
+    for nbgrader itself (it reads ``nbgrader_config.py`` there)."""
+    return key_for(Path.cwd(), resources["nbgrader"]["student"])
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
@@ -125,6 +134,7 @@ class GuardedExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._stopped, self._restarts, self._skip = "", 0, set()
+        os.environ[KEY_ENV] = student_key(resources)  # read when the (sandboxed) kernel starts
         return super().preprocess(nb, resources, km)
 
     def output(self, outs, msg, display_id, cell_index):
@@ -257,14 +267,14 @@ class JudgeTests(Preprocessor):
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         trusted = trusted_from_gradebook(info["db_url"], info["notebook"], info["assignment"])
-        verdicts, elsewhere = judge_notebook(nb.cells, trusted, os.environ.get(KEY_ENV, ""))
+        verdicts, elsewhere = judge_notebook(nb.cells, trusted, student_key(resources))
         kept = {}  # each test's own record and verdict, for copy detection across the class (copies.py)
         for cell in nb.cells:
             gid = cell_grade_id(cell) if cell.cell_type == "code" else None
             if gid in verdicts:
                 mine = [r for r in records_in(cell.get("outputs", [])) if isinstance(r, dict) and r.get("grade_id") == gid]
                 kept.setdefault(gid, {"record": mine[0] if len(mine) == 1 else None, "passed": verdicts[gid].passed})
-        copies.save(os.getcwd(), info["assignment"], info["student"], kept)
+        copies.save(Path.cwd(), info["assignment"], info["student"], kept)
         for where in elsewhere:
             record("forged", what=where)  # a record outside its test cell, or grader metadata nobody wrote
         for cell in nb.cells:

@@ -32,7 +32,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Float, Unicode
 
 from ...errors import PagedKVError
-from ..learner.variants import KEY_ENV
+from ..learner.variants import KEY_ENV, KEY_FILE_ENV
 from .cgroup import join_prefix, memory_group
 from .denials import MAX_SHOWN, denied, tracer
 from .events import record
@@ -260,9 +260,10 @@ class SandboxKernelManager(AsyncKernelManager):
         if not self.library:  # run by plain `nbgrader autograde`: the library without the instructor's side
             self.library = str(hidden_library(self.scratch / "library", []))
         env["PYTHONPATH"] = self.library
-        for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET", KEY_ENV):
+        for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET"):
             if key in os.environ:
                 env[key] = os.environ[key]
+        env[KEY_FILE_ENV] = str(self._key_file(home))
         kw["env"] = env
         kw["cwd"] = str(home)
         self._launches += 1
@@ -270,6 +271,16 @@ class SandboxKernelManager(AsyncKernelManager):
         return await super()._async_launch_kernel(
             join_prefix(self.memory) + tracer(self.trace) + bwrap_argv(self.scratch, Path(self.library), self._uid, self._gid, env)
             + list(kernel_cmd), **kw)
+
+    def _key_file(self, home: Path) -> Path:
+        """The student's variant key (``KEY_ENV``, set by the grading hooks), in a file only the kernel can read."""
+        path = home / ".variant-key"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(os.environ.get(KEY_ENV, ""))
+        if os.geteuid() == 0:
+            os.chown(path, self._uid, self._gid)
+        return path
 
     def denied(self) -> list[str]:
         """What the sandbox denied this kernel so far (see ``denials.py``)."""

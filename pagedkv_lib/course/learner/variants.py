@@ -4,7 +4,9 @@ A variant key is 32 hex digits (128 bits). Your instructor makes one per learner
 and the learner's id (``instructor/keys.py``); a key cannot be turned into another learner's. A set's
 numbers come from ``HMAC-SHA256(key, assignment)``, so one key serves every problem set, and each set
 draws its own numbers from it. On a hub the key arrives in the environment variable
-:data:`KEY_ENV` (it wins over a pasted one); elsewhere you paste it into the notebook's first cell.
+:data:`KEY_ENV`, which then decides (a pasted key is ignored); elsewhere you paste it into the
+notebook's first cell. While a set is graded, the grader gives the kernel the key of the student the
+file is filed under.
 With no key a set runs on its *practice* numbers, the same for everyone.
 
 This module holds the parameters only. What the answers are is for you to work out; the grader's
@@ -24,13 +26,17 @@ from typing import Any, Callable
 
 from ...errors import PagedKVError
 
-#: The environment variable that carries the learner's key on a hub (and while a set is graded).
+#: The environment variable that carries the learner's key on a hub (and in the grader's judge). When
+#: it is set, even to "" (a course without keys), it decides, and a pasted key is ignored.
 KEY_ENV = "PAGEDKV_VARIANT_KEY"
+#: Or a file holding the key, for a kernel being graded: the sandbox puts the key there rather than on a
+#: command line, where other users' ``ps`` would see it.
+KEY_FILE_ENV = "PAGEDKV_VARIANT_KEY_FILE"
 _KEY = re.compile(r"[0-9a-f]{32}")
 
 
 def check_key(key: str, where: str = "VARIANT_KEY") -> str:
-    """``key`` without spaces and in lower case, or "" for none; a clear error for anything else."""
+    """``key`` without the spaces around it and in lower case, or "" for none; a clear error for anything else."""
     if not isinstance(key, str):
         raise PagedKVError(f"{where} should be a string of 32 hex digits (or \"\" for the practice "
                            f"numbers), got {type(key).__name__} {key!r}")
@@ -92,16 +98,26 @@ def for_set(assignment: str, key: str = "") -> Variant:
     """Your numbers for ``assignment``, from the hub's key (:data:`KEY_ENV`) or else the pasted ``key``."""
     if assignment not in SETS:
         raise PagedKVError(f"assignment {assignment!r} has no numbers here; the problem sets are {', '.join(SETS)}")
-    hub = check_key(os.environ.get(KEY_ENV, ""), KEY_ENV)
-    if hub:  # a hub, or the grader: the key of the learner this server or this file belongs to
-        note = "" if str(key).strip().lower() in ("", hub) else \
+    given = _given_key()
+    if given is not None:  # a hub, or the grader: the key of the learner this server or this file belongs to
+        note = "" if str(key).strip().lower() in ("", given) else \
             "(The key from this server is used; the one pasted into VARIANT_KEY is ignored.)"
-        chosen = hub
+        chosen = given
     else:
         chosen, note = check_key(key), ""
     draw, practice = SETS[assignment]
     numbers = practice if not chosen else draw(random.Random(_seed(chosen, assignment)))
     return Variant(assignment, chosen, copy.deepcopy(numbers), note)
+
+
+def _given_key() -> str | None:
+    """The key this process was given (:data:`KEY_ENV`, else the file :data:`KEY_FILE_ENV` names), or None."""
+    if KEY_ENV in os.environ:
+        return check_key(os.environ[KEY_ENV], KEY_ENV)
+    if KEY_FILE_ENV in os.environ:
+        with open(os.environ[KEY_FILE_ENV], encoding="utf-8") as f:
+            return check_key(f.read(), KEY_FILE_ENV)
+    return None
 
 
 def _log_uniform(rng: random.Random, low: int, high: int) -> int:

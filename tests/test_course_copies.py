@@ -8,7 +8,7 @@ import pytest
 from conftest import REPO
 from psets_kernel import load
 from pagedkv_lib.course.instructor import copies
-from pagedkv_lib.course.instructor.judge import trusted_cells
+from pagedkv_lib.course.instructor.judge import RECORD_MIME, judge_notebook, trusted_cells
 from pagedkv_lib.course.instructor.keys import learner_key
 from pagedkv_lib.course.learner.record import digest, encode
 from pagedkv_lib.course.learner.variants import for_set
@@ -28,19 +28,51 @@ def _right(student: str) -> float:
     return float(Fraction(v.q6_requests * (v.q6_block_size - 1), 2))
 
 
-def _saved(values: dict) -> dict:
-    return {s: {"q6_tests": {"record": _q6(x), "passed": copies.passes_on(TRUSTED, "q6_tests", _q6(x), KEYS[s])}}
-            for s, x in values.items()}
+def _q7(value, key: str) -> dict:
+    """ps2's Q7 record for ``fp8_tokens = value`` from the kernel of the learner with ``key``, whose
+    kv_bytes_per_token raised (so there is no slip to follow through)."""
+    entry = ["value", "fp8_tokens", digest(None), {"ok": encode(value)}]
+    raised = lambda args: ["call", "kv_bytes_per_token", digest([args, {}]), {"raised": "CheckFailed", "message": "x"}]
+    yours = ["yours", "kv_bytes_per_token", digest(None), {"ok": None}]
+    own = (*for_set("ps2_math", key).q7_shape, 1)
+    return {"grade_id": "q7_tests", "entries": [entry, entry, yours, raised((3, 2, 64, 4)), yours, raised(own)]}
 
 
-def test_an_answer_right_for_a_classmates_numbers_is_flagged_with_whose():
+def _right7(key: str) -> int:
+    v = for_set("ps2_math", key)
+    return v.q7_gib * 2**30 // (2 * v.q7_shape[0] * v.q7_shape[1] * v.q7_shape[2])
+
+
+def _cell(gid, record=None):
+    return {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": gid}},
+            "outputs": [] if record is None else [{"output_type": "display_data", "data": {RECORD_MIME: record}}]}
+
+
+def _saved(values: dict, q7: dict | None = None) -> dict:
+    out = {}
+    for s, x in values.items():
+        out[s] = {"q6_tests": {"record": _q6(x), "passed": copies.passes_on(TRUSTED, "q6_tests", _q6(x), KEYS[s])}}
+        if q7 and s in q7:
+            record = _q7(q7[s], KEYS[s])
+            cells = [_cell("setup"), _cell("q7_tests", record)]  # judged as autograde judges it
+            verdicts, _ = judge_notebook(cells, {g: TRUSTED[g] for g in ("setup", "q7_tests")}, KEYS[s])
+            out[s]["q7_tests"] = {"record": record, "passed": verdicts["q7_tests"].passed}
+    return out
+
+
+def test_answers_right_for_a_classmates_numbers_are_flagged_with_whose_from_two_on():
     practice = float(Fraction(for_set("ps2_math").q6_requests * 11, 2))
-    saved = _saved({"ada": _right("ada"), "bob": _right("bob"), "cat": _right("bob"), "dan": practice,
-                    "eve": 1.25, "fay": 1.25})
+    q6 = {"ada": _right("ada"), "bob": _right("bob"), "cat": _right("bob"), "dan": practice, "eve": _right("bob"),
+          "fay": 1.25}
+    q7 = {"bob": _right7(KEYS["bob"]), "cat": _right7(KEYS["bob"]), "dan": _right7(""), "eve": 7}
+    saved = _saved(q6, q7)
     assert [saved[s]["q6_tests"]["passed"] for s in sorted(saved)] == [True, True, False, False, False, False]
+    assert saved["bob"]["q7_tests"]["passed"] and not saved["cat"]["q7_tests"]["passed"]
     flags = copies.find(TRUSTED, saved, KEYS)
-    assert flags == {"cat": ["q6_tests: the answer matches the numbers of bob, not this student's own"],
-                     "dan": ["q6_tests: the answer matches the practice numbers, not this student's own"]}
+    assert flags == {"cat": [f"q{q}_tests: the answer matches the numbers of bob, not this student's own" for q in (6, 7)],
+                     "dan": [f"q{q}_tests: the answer matches the practice numbers, not this student's own" for q in (6, 7)]}
+    # eve's Q6 is bob's too, but one answer alone is not flagged: a common slip often lands on someone's
+    assert "eve" not in flags
 
 
 def test_the_same_wrong_value_handed_in_by_many_is_judged_once_each_not_against_each_other(monkeypatch):

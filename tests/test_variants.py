@@ -22,6 +22,19 @@ GiB = 2**30
 @pytest.fixture(autouse=True)
 def no_hub_key(monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.delenv(variants.KEY_FILE_ENV, raising=False)
+
+
+def test_a_given_key_decides_even_when_empty_and_may_come_in_a_file(monkeypatch, tmp_path):
+    """A course without keys grades everyone on the practice numbers: a pasted key must not change
+    the kernel's numbers then, or the kernel and the judge would disagree."""
+    pasted = learner_key(SECRET, "ada")
+    monkeypatch.setenv(KEY_ENV, "")
+    assert for_set("ps1_intuition", pasted).practice
+    monkeypatch.delenv(KEY_ENV)
+    (tmp_path / "key").write_text(pasted)
+    monkeypatch.setenv(variants.KEY_FILE_ENV, str(tmp_path / "key"))
+    assert for_set("ps1_intuition", "").key == pasted
 
 
 def test_no_key_gives_the_practice_numbers_and_says_so():
@@ -209,6 +222,8 @@ def test_a_notebook_holding_another_learners_key_is_flagged_with_whose(tmp_path)
     assert keys.key_problem(tmp_path, "ada", _nb(bob)) == "variant key mismatch: the notebook holds bob's key, not ada's"
     assert keys.key_problem(tmp_path, "ada", _nb("0" * 32)).endswith("00000000... is no student's in this class")
     assert keys.key_problem(tmp_path / "nowhere", "ada", _nb(bob)) is None  # a course with no keys
+    for garbled in ("é", "\u200b" + ada, ada[:-1] + "g"):  # a character compare_digest refuses; a stray one
+        assert "is not a key" in keys.key_problem(tmp_path, "ada", _nb(garbled))
 
 
 def test_the_keys_command_writes_one_key_per_learner_of_a_canvas_roster(tmp_path, capsys):

@@ -7,7 +7,9 @@ record holds values (``_t.value``: numbers the learner set) is judged again on o
 practice numbers, and the numbers of each classmate who handed in the same values for that test and
 passed it (the same values failing for both say nothing, and are not judged again). A
 test that passes on someone else's numbers, and failed on the student's own, is flagged "matches the
-numbers of <student>". It already scored 0 there; the flag goes to the status, for the instructor.
+numbers of <student>" when at least :data:`MIN_MATCHES` of a student's failed answers pass on the same
+other numbers. It already scored 0 there; the flag goes to the status, for the instructor, who judges:
+it says the numbers coincide, not who copied.
 
 What this cannot see: an answer copied from a classmate who did not hand that value in, and answers
 written as code (code that reads ``V`` computes each learner's own numbers: that is the method, shared).
@@ -22,6 +24,11 @@ from .grade import CACHE_DIR
 from .judge import RECORD_MIME, Missing, Replay, judge_notebook
 
 RECORDS = "records"
+MIN_MATCHES = 2
+"""Failed answers that must pass on the same other numbers before a student is flagged. One is not
+enough: a common slip often lands on some classmate's right answer when answers span a small range
+(ps1's block ids, 1-99). Simulated for ps1 with every answer a catalogued slip and exact values: one
+match flags 194 of 200 students, two matches from one classmate 3 of 200 (1 of 100 in a class of 100)."""
 
 
 def save(root: Path, assignment: str, student: str, tests: dict) -> None:
@@ -37,9 +44,11 @@ def load(root: Path, assignment: str) -> dict[str, dict]:
     out = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            out[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+            tests = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):  # a damaged file: that student is not compared
             continue
+        if isinstance(tests, dict) and all(isinstance(t, dict) for t in tests.values()):
+            out[path.stem] = tests
     return out
 
 
@@ -96,7 +105,7 @@ def find(trusted: dict, saved: dict[str, dict], keys: dict[str, str]) -> dict[st
     """
     flags: dict[str, list[str]] = {}
     for student, tests in saved.items():
-        own = keys.get(student, "")
+        own, matched = keys.get(student, ""), {}  # label -> the tests that pass on those numbers
         for gid, test in tests.items():
             mine = _values(test.get("record"))
             if test.get("passed") or mine is None or gid not in trusted:
@@ -106,6 +115,9 @@ def find(trusted: dict, saved: dict[str, dict], keys: dict[str, str]) -> dict[st
                       and _values(theirs.get(gid, {}).get("record")) == mine]
             for label, key in [("the practice numbers", ""), *others]:
                 if key != own and passes_on(trusted, gid, test["record"], key):
-                    flags.setdefault(student, []).append(f"{gid}: the answer matches {label}, not this student's own")
-                    break
+                    matched.setdefault(label, []).append(gid)
+        for label, gids in matched.items():
+            if len(gids) >= MIN_MATCHES:
+                flags.setdefault(student, []).extend(
+                    f"{gid}: the answer matches {label}, not this student's own" for gid in gids)
     return flags

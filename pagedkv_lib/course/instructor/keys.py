@@ -85,6 +85,7 @@ def roster_students(path) -> list[str]:
     return found
 
 
+_KEY = re.compile(r"[0-9a-f]{32}")
 _PASTED = re.compile(r"""^VARIANT_KEY\s*=\s*["']([^"']*)["']""", re.MULTILINE)
 
 
@@ -98,17 +99,19 @@ def pasted_key(nb: dict) -> str | None:
     return None
 
 
-def key_problem(root, student: str, nb: dict, students=None) -> str | None:
+def key_problem(root, student: str, nb: dict) -> str | None:
     """What is wrong with the key in ``student``'s notebook, or None: it is theirs, or the course has
     no keys. The notebook is graded on ``student``'s own numbers either way."""
     value = secret(root)
     pasted = pasted_key(nb)
     if value is None or not pasted:
         return None  # no keys in this course; or none pasted (a hub, or the practice numbers)
-    if hmac.compare_digest(pasted, learner_key(value, student)):
+    if not _KEY.fullmatch(pasted):
+        return f"variant key mismatch: the notebook's VARIANT_KEY ({pasted[:12]!r}) is not a key"
+    if hmac.compare_digest(pasted.encode(), learner_key(value, student).encode()):
         return None
-    students = class_students(root) if students is None else students
-    whose = next((s for s in students if s != student and hmac.compare_digest(learner_key(value, s), pasted)), None)
+    whose = next((s for s in class_students(root) if s != student
+                  and hmac.compare_digest(learner_key(value, s).encode(), pasted.encode())), None)
     return (f"variant key mismatch: the notebook holds {whose}'s key, not {student}'s" if whose else
             f"variant key mismatch: the notebook's key {pasted[:8]}... is no student's in this class")
 
@@ -117,9 +120,9 @@ def write_keys(root, students: list[str]) -> Path:
     """Write ``keys.csv`` (student, key) for ``students``, making the course secret if there is none."""
     value = secret(root, create=True)
     path = Path(root) / KEYS_FILE
-    with open(path, "w", newline="", encoding="utf-8") as out:
+    path.unlink(missing_ok=True)  # made afresh, private from its first byte
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out)
         writer.writerow(["student", "key"])
         writer.writerows([s, learner_key(value, s)] for s in students)
-    os.chmod(path, 0o600)
     return path

@@ -41,12 +41,16 @@ def _with_key(nb: dict, key: str) -> dict:
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = course_copy(tmp_path_factory.mktemp("variants") / "course", NAME)
+    (root / keys.SECRET_FILE).write_text("7e" * 32 + "\n")  # fixed, so that no two sets of numbers coincide
     keys.write_keys(root, CLASS)
     key = {s: keys.key_for(root, s) for s in CLASS}
     release = json.loads((root / course.RELEASE / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8"))
     solution = root / course.SOURCE / NAME / f"{NAME}.ipynb"
     good = solutions_by_cell(json.loads(solution.read_text(encoding="utf-8")))
     bob, practice = reference_values(load(solution), key["bob"]), reference_values(load(solution), "")
+    cat, dan = reference_values(load(solution), key["cat"]), reference_values(load(solution), key["dan"])
+    for name in ("gpu_blocks", "expected_slack_slots", "fp8_tokens"):  # a random secret once made two equal
+        assert bob[name] != cat[name] and practice[name] != dan[name], name
     literal = lambda values, *names: {f"q{n[0]}_answer": f"{n[1]} = {values[n[1]]!r}\n" for n in names}
     q5, q6, q7 = ("5", "gpu_blocks"), ("6", "expected_slack_slots"), ("7", "fp8_tokens")
     handed_in = {

@@ -17,6 +17,7 @@ import secrets
 from pathlib import Path
 
 from ...errors import PagedKVError
+from ..learner.variants import KEY_PATTERN
 
 SECRET_FILE = "course-secret.txt"
 KEYS_FILE = "keys.csv"  # student,key: what the instructor hands out (one key per learner)
@@ -85,7 +86,6 @@ def roster_students(path) -> list[str]:
     return found
 
 
-_KEY = re.compile(r"[0-9a-f]{32}")
 _PASTED = re.compile(r"""^VARIANT_KEY\s*=\s*["']([^"']*)["']""", re.MULTILINE)
 
 
@@ -106,7 +106,7 @@ def key_problem(root, student: str, nb: dict) -> str | None:
     pasted = pasted_key(nb)
     if value is None or not pasted:
         return None  # no keys in this course; or none pasted (a hub, or the practice numbers)
-    if not _KEY.fullmatch(pasted):
+    if not KEY_PATTERN.fullmatch(pasted):
         return f"variant key mismatch: the notebook's VARIANT_KEY ({pasted[:12]!r}) is not a key"
     if hmac.compare_digest(pasted.encode(), learner_key(value, student).encode()):
         return None

@@ -32,7 +32,8 @@ KEY_ENV = "PAGEDKV_VARIANT_KEY"
 #: Or a file holding the key, for a kernel being graded: the sandbox puts the key there rather than on a
 #: command line, where other users' ``ps`` would see it.
 KEY_FILE_ENV = "PAGEDKV_VARIANT_KEY_FILE"
-_KEY = re.compile(r"[0-9a-f]{32}")
+#: What a variant key looks like: 32 lower-case hex digits.
+KEY_PATTERN = re.compile(r"[0-9a-f]{32}")
 
 
 def check_key(key: str, where: str = "VARIANT_KEY") -> str:
@@ -41,7 +42,7 @@ def check_key(key: str, where: str = "VARIANT_KEY") -> str:
         raise PagedKVError(f"{where} should be a string of 32 hex digits (or \"\" for the practice "
                            f"numbers), got {type(key).__name__} {key!r}")
     key = key.strip().lower()
-    if key and not _KEY.fullmatch(key):
+    if key and not KEY_PATTERN.fullmatch(key):
         raise PagedKVError(f"{where} = {key!r} is not a variant key: a key is 32 hex digits (0-9, a-f), "
                            "exactly as your instructor gave it; \"\" runs the practice numbers")
     return key

@@ -1,0 +1,275 @@
+"""Every number in a lesson's prose is live, cited, or a checked fact of the lesson's example.
+
+A lesson's markdown may state a number only in one of three ways:
+
+1. **Live.** The number comes from a value the notebook computes now, and the prose around it is
+   rendered from that value by a code cell: ``say("On this machine, now: {ms:.1f} ms", ms=t)``
+   (or ``say(...)`` with several values). Machine-dependent measurements (times, bandwidths,
+   anything that changes from run to run) are always live, and their sentence begins with
+   "on this machine, now:". Nothing live is registered: it is an output, not markdown.
+2. **Cited.** A published figure, registered below in ``CITED`` as a `Cited`: its values, unit,
+   source (authors, year, section or figure), the conditions it was measured under, the lessons that
+   quote it, and the words by which a paragraph names the source. A number in markdown matches it
+   only when its paragraph names the source (``"paper"``, ``"Kwon"``, ...).
+3. **A fact of the lesson's example.** A value the lesson sets up or that follows from its setup
+   without measuring anything (the A1-A3 prompt has 12 tokens; r3 gets 4 tokens from the prefix
+   cache). Register it in `pagedkv_lib.lesson.claim_facts` as a `Fact`: the lesson, the exact
+   phrase the prose uses (``"a 12-token prompt"``), the cell id of the code cell that shows it
+   live, and a ``check`` function that computes the same values from the library. The phrase ties
+   the registration to one wording: reword the prose and the test asks you to register it again.
+
+Everything else that looks like a number is exempt by one of the narrow rules of `numbers_in`
+(section and equation numbers, list markers, names such as ``Llama-3-8B``, a citation's year, the
+constants inside a formula with variables). ``tests/test_lesson_claims.py`` scans the markdown of
+every ``notebooks/0*.ipynb`` and fails on a number that is none of these (`unaccounted`), on a
+registered fact whose ``check`` disagrees with its phrase, or whose phrase or cell is gone
+(`disagreements`). It never executes a notebook: a fact's ``check`` is a plain function.
+
+How to add a number to a lesson, in short: measured here → render it with `say` in a code cell;
+from a paper or a model card → add a `Cited` to ``CITED`` and name the source in the paragraph;
+a property of the worked example → add a `Fact` to ``claim_facts.FACTS``. Then run
+``python -m pytest tests/test_lesson_claims.py``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from IPython.display import Markdown
+
+__all__ = ["Cited", "Fact", "Number", "CITED", "cited", "say", "numbers_in",
+           "unaccounted", "disagreements"]
+
+
+@dataclass(frozen=True)
+class Cited:
+    """A published figure a lesson may quote, named as the source's.
+
+    ``values`` are the numbers as the prose writes them (both ends of a range); ``names`` are the
+    words by which a paragraph quoting it names the source (case-sensitive)."""
+    key: str
+    values: tuple[float, ...]
+    unit: str
+    source: str
+    conditions: str
+    lessons: tuple[str, ...]
+    names: tuple[str, ...] = ("paper", "Kwon")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A value of a lesson's worked example, stated in prose as ``phrase``.
+
+    ``check()`` computes the numbers of ``phrase``, in order, from the library; ``cell`` is the id
+    of the code cell that shows them live in the notebook."""
+    lesson: str
+    phrase: str
+    cell: str
+    check: Callable[[], tuple[float, ...]] = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Number:
+    """One number found in a markdown cell: its value, its text and where it stands."""
+    value: float
+    text: str
+    cell: str
+    start: int
+    context: str
+
+
+_PAPER = "Kwon et al., SOSP 2023"
+
+CITED: tuple[Cited, ...] = (
+    Cited("fig2-orca-max", (20.4,), "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
+          "Orca (Max) baseline: 2,048 slots reserved per request; OPT-13B on one A100 (40 GB), "
+          "ShareGPT-like requests; average over the run", ("04_demo",)),
+    Cited("fig2-orca-pow2", (26.8,), "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
+          "Orca (Pow2) baseline: reserves the next power of two of the final length",
+          ("04_demo",)),
+    Cited("fig2-orca-oracle", (38.2,), "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
+          "Orca (Oracle) baseline: reserves exactly the final length", ("04_demo",)),
+    Cited("fig2-vllm", (96.3,), "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
+          "vLLM with blocks of 16 tokens", ("04_demo",)),
+    Cited("fig2-prior-range", (20, 38), "% of KV memory holding token states",
+          f"{_PAPER}, Fig. 2", "the three Orca baselines (20.4%, 26.8%, 38.2%)",
+          ("01_intuition",)),
+    Cited("kernel-slowdown", (20, 26), "% slower", f"{_PAPER}, §7.1, Fig. 18a",
+          "paged attention kernel vs FasterTransformer's contiguous kernel, attention "
+          "operation alone, on a GPU (A100), across batch sizes and context lengths",
+          ("01_intuition", "03_code")),
+    Cited("sharing-parallel-alpaca", (6.1, 9.8), "% fewer KV blocks", f"{_PAPER}, §6.3, Fig. 15",
+          "parallel sampling (2-6 samples), Alpaca trace, OPT-13B, block size 16",
+          ("04_demo",)),
+    Cited("sharing-beam-alpaca", (37.6, 55.2), "% fewer KV blocks", f"{_PAPER}, §6.3, Fig. 15",
+          "beam search (width 2-6), Alpaca trace, OPT-13B, block size 16", ("04_demo",)),
+    Cited("sharing-parallel-sharegpt", (16.2, 30.5), "% fewer KV blocks",
+          f"{_PAPER}, §6.3", "parallel sampling, ShareGPT trace, OPT-13B, block size 16",
+          ("04_demo",)),
+    Cited("sharing-beam-sharegpt", (44.3, 66.3), "% fewer KV blocks", f"{_PAPER}, §6.3",
+          "beam search, ShareGPT trace, OPT-13B, block size 16", ("04_demo",)),
+    Cited("opt13b-token-kb", (800,), "KB of KV cache per token", f"{_PAPER}, §3",
+          "OPT-13B, fp16: 2 (K and V) x 5,120 hidden x 40 layers x 2 bytes = 819,200 B, "
+          "which the paper rounds to 800 KB", ("02_math",)),
+    Cited("block-size", (16,), "tokens per block", f"{_PAPER}, §7.2",
+          "vLLM's default block size, chosen from a sweep of 1 to 256", ("02_math",)),
+)
+
+
+def cited(key: str) -> Cited:
+    """The registered `Cited` figure named ``key``; a KeyError lists the keys there are."""
+    for c in CITED:
+        if c.key == key:
+            return c
+    raise KeyError(f"no cited figure {key!r}; registered: {', '.join(c.key for c in CITED)}")
+
+
+def say(template: str, **values) -> Markdown:
+    """Prose rendered from live values: ``say("{n} blocks", n=stats.used_blocks)``.
+
+    The template is Markdown with ``str.format`` fields; every field must be given (a missing one
+    raises KeyError naming it), so no number in the sentence is typed by hand."""
+    return Markdown(template.format(**values))
+
+
+# --- finding the numbers of a markdown cell -------------------------------------------------------
+
+_NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])"
+                     r"|(?<![\w.])\d+(?:\.\d+)?(?:e-?\d+)?")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_CODE = re.compile(r"`[^`]*`")
+_WORD = re.compile(r"[\w.\-'/]+")
+_REFERENCE = re.compile(
+    r"(?:\bEqs?\.|\bFigs?\.|\bFigure|§|\b[Ss]ections?|\b[Ll]essons?|\bStep|\bTable|\bps)"
+    r"\s*(?:\d+(?:\.\d+)?\s*(?:[-–,]|and)?\s*)*$")
+_CITATION_YEAR = re.compile(r"(?:et al\.,?|\b[A-Z]{3,}|\()\s*$")
+_LESSON_NAME = re.compile(r"^0\d_[a-z]")
+_MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$", re.S)
+_LATEX = re.compile(r"\\[A-Za-z]+|\{|\}")
+
+
+def _math_exempt(segment: str, offset: int) -> bool:
+    """Inside a formula with variables, a constant (the 1 of S-1) is part of the formula.
+
+    0 and 1 in any formula are bounds and identities ($0$ to $S-1$, $r = 0$). Another number is a
+    claim when the formula is all numbers (``\\lceil 10/4 \\rceil = 3``) or when it
+    is the value given to a variable at the formula's end (``S = 4``)."""
+    bare = _LATEX.sub(" ", segment.strip("$"))
+    if re.match(r"[01](?![\d.])", segment[offset:]):
+        return True
+    if not re.search(r"[A-Za-z]", bare):
+        return False
+    before, after = segment[:offset], segment[offset:]
+    tail = re.match(r"\d+(?:\.\d+)?\s*\$*$", after)
+    return not (re.search(r"=\s*$", before) and tail)
+
+
+def _prose(markdown: str) -> str:
+    """Markdown with headings' and ordered lists' leading numbers blanked, whitespace collapsed."""
+    text = re.sub(r"(?m)^(\s*#+\s*)\d+(?=\s*·)", r"\1#", markdown)
+    text = re.sub(r"(?m)^(\s*)\d+\.(?=\s)", r"\1•", text)
+    return re.sub(r"\s+", " ", text)
+
+
+def numbers_in(markdown: str, cell: str = "") -> list[Number]:
+    """The numbers of a markdown text that are claims, with the exempt ones left out.
+
+    Exempt, and nothing else: a heading's leading number (``## 2 · ...``) and an ordered list's
+    marker (``3. ``); a number right after a reference word (Eq., Fig., §, section, lesson, Step,
+    Table, ps) and the range or list it starts (``sections 4.1-4.4``); a year (1900-2099) after
+    "et al.", an all-capitals venue (``SOSP 2023``) or "("; a number inside a name that starts with
+    a letter (``Llama-3-8B``, ``A1``, ``fp16``) or a lesson's name (``03_code``); a constant inside
+    a formula with variables (see `_math_exempt`); a date (``2026-12-01``); a number inside inline
+    code that is a call or keyword argument to type (``the_lab.set(block_size=8)``). Numbers written
+    as words ("three requests") are not found. Whitespace is collapsed first, so a phrase may wrap
+    across lines."""
+    text = _prose(markdown)
+    spans = [(m.start(), m.end()) for m in _MATH.finditer(text)]
+    dates, code = list(_DATE.finditer(text)), list(_CODE.finditer(text))
+    found = []
+    for m in _NUMBER.finditer(text):
+        start, num = m.start(), m.group()
+        value = float(num.replace(",", ""))
+        before = text[max(0, start - 40):start]
+        word = _word_at(text, start)
+        if word and (word[0].isalpha() or word[0] == "_" or _LESSON_NAME.match(word)):
+            continue
+        if _REFERENCE.search(before):
+            continue
+        if 1900 <= value <= 2099 and "." not in num and _CITATION_YEAR.search(before):
+            continue
+        if any(d.start() <= start < d.end() for d in dates):
+            continue
+        if any(c.start() < start < c.end() and re.search(r"\w\(|\w=", c.group()) for c in code):
+            continue
+        inside = next(((a, b) for a, b in spans if a <= start < b), None)
+        if inside and _math_exempt(text[inside[0]:inside[1]], start - inside[0]):
+            continue
+        found.append(Number(value, num, cell, start, text[max(0, start - 50):m.end() + 50]))
+    return found
+
+
+def _word_at(text: str, start: int) -> str:
+    """The name-like word (letters, digits, ``_ . - ' /``) that holds position ``start``."""
+    left = start
+    while left > 0 and re.match(r"[\w.\-'/]", text[left - 1]):
+        left -= 1
+    m = _WORD.match(text, left)
+    return m.group().strip(".-'") if m else ""
+
+
+# --- checking a notebook --------------------------------------------------------------------------
+
+def _paragraphs(source: str) -> list[str]:
+    return re.split(r"\n\s*\n", source)
+
+
+def unaccounted(lesson: str, cells: list[tuple[str, str]], facts) -> list[Number]:
+    """The numbers of a lesson's markdown cells that are neither cited nor registered facts.
+
+    ``cells`` are ``(cell id, markdown source)`` pairs; ``facts`` the registered `Fact` list
+    (``claim_facts.FACTS``)."""
+    phrases = [f.phrase for f in facts if f.lesson == lesson]
+    quotable = [c for c in CITED if lesson in c.lessons]
+    bad = []
+    for cell_id, source in cells:
+        for para in _paragraphs(source):
+            flat = _prose(para)
+            covered = []
+            for phrase in phrases:
+                covered += [(m.start(), m.start() + len(phrase))
+                            for m in re.finditer(re.escape(phrase), flat)]
+            names = [c for c in quotable if any(n in flat for n in c.names)]
+            for n in numbers_in(para, cell_id):
+                if any(a <= n.start < b for a, b in covered):
+                    continue
+                if any(n.value in c.values for c in names):
+                    continue
+                bad.append(n)
+    return bad
+
+
+def disagreements(lesson: str, cells: list[tuple[str, str]], code_ids: set[str],
+                  facts) -> list[str]:
+    """What is wrong with a lesson's registered facts (``claim_facts.FACTS``): a ``check`` that
+    computes other numbers than its phrase states, a phrase no markdown cell holds, or a checking
+    cell that is gone."""
+    text = " ".join(_prose(s) for _, s in cells)
+    problems = []
+    for f in (f for f in facts if f.lesson == lesson):
+        stated = tuple(n.value for n in numbers_in(f.phrase))
+        try:
+            computed = tuple(float(v) for v in f.check())
+        except Exception as e:  # noqa: BLE001 - a broken check is a disagreement to report
+            problems.append(f"{lesson}: check for {f.phrase!r} raised {type(e).__name__}: {e}")
+            continue
+        if stated != computed:
+            problems.append(f"{lesson}: {f.phrase!r} states {stated}, "
+                            f"its check computes {computed} (cell {f.cell})")
+        if f.phrase not in text:
+            problems.append(f"{lesson}: no markdown cell says {f.phrase!r} any more")
+        if f.cell not in code_ids:
+            problems.append(f"{lesson}: {f.phrase!r} names cell {f.cell!r}, "
+                            "which is not a code cell of the lesson")
+    return problems

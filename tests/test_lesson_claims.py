@@ -1,0 +1,104 @@
+"""No number in a lesson's prose that is neither live, nor a cited source's figure, nor a checked
+fact of the lesson's example (the mechanism: `pagedkv_lib.lesson.claims`).
+
+The scan reads markdown only and never executes a notebook; each registered fact is checked by its
+plain library function."""
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from pagedkv_lib.lesson import claims
+from pagedkv_lib.lesson.claim_facts import FACTS
+from pagedkv_lib.lesson.claims import Cited, Fact, numbers_in, unaccounted, disagreements
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0*.ipynb"))
+
+
+def _cells(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    md = [(c.get("id"), c.source) for c in nb.cells if c.cell_type == "markdown"]
+    code = {c.get("id") for c in nb.cells if c.cell_type == "code"}
+    return md, code
+
+
+def _texts(numbers):
+    return [n.text for n in numbers]
+
+
+# --- the rules of what counts as a number --------------------------------------------------------
+
+def test_a_bare_quantity_is_found():
+    assert _texts(numbers_in("the kernel took 0.51x the time; 32 x 4,096 tokens")) == \
+        ["0.51", "32", "4,096"]
+
+
+def test_names_references_years_dates_and_markers_are_exempt():
+    text = ("## 2 · Title\n\n1. Llama-3-8B and OPT-13B, A1-A3, fp16, `03_code`, ps1,\n"
+            "Eq. 1, Fig. 2, §6.3, sections 4.1-4.4, lesson 02, Step 3, Kwon et al. 2023, "
+            "SOSP 2023, Llama-2-7B/13B, 2026-12-01, `lab.set(block_size=8)`.")
+    assert numbers_in(text) == []
+
+
+def test_formula_constants_are_exempt_but_values_and_numeric_formulas_are_not():
+    assert numbers_in(r"$C = 2 L H_{kv} d b$, $W \in [0, S-1]$, $\frac{S-1}{2}$") == []
+    assert _texts(numbers_in(r"here $S = 4$")) == ["4"]
+    assert _texts(numbers_in(r"$\lceil 10/4 \rceil = 3$")) == ["10", "4", "3"]
+
+
+def test_scientific_and_thousands_are_one_number():
+    found = numbers_in("to `1e-5`, and 8.03e9 parameters, 1,000 tokens")
+    assert [n.value for n in found] == [1e-5, 8.03e9, 1000]
+
+
+def test_a_cited_figure_counts_only_where_its_paragraph_names_the_source():
+    fig2 = claims.cited("fig2-vllm")
+    assert 96.3 in fig2.values and "04_demo" in fig2.lessons
+    named = [("c", "The paper's Fig. 2 gives 96.3% for vLLM.")]
+    unnamed = [("c", "vLLM keeps 96.3% of its memory busy.")]
+    assert unaccounted("04_demo", named, facts=()) == []
+    assert _texts(unaccounted("04_demo", unnamed, facts=())) == ["96.3"]
+    # a figure registered for another lesson only does not count here
+    assert _texts(unaccounted("02_math", named, facts=())) == ["96.3"]
+
+
+def test_a_fact_counts_only_inside_its_own_phrase():
+    fact = Fact("01_intuition", "a 12-token prompt", "cell-02", lambda: (12,))
+    cells = [("c", "A1 has a 12-token prompt. Then 12 more.")]
+    bad = unaccounted("01_intuition", cells, facts=(fact,))
+    assert _texts(bad) == ["12"] and "more" in bad[0].context
+
+
+def test_a_fact_whose_check_disagrees_is_reported():
+    wrong = Fact("01_intuition", "a 12-token prompt", "cell-02", lambda: (13,))
+    problems = disagreements("01_intuition", [("c", "a 12-token prompt")], {"cell-02"},
+                             facts=(wrong,))
+    assert len(problems) == 1 and "(13.0,)" in problems[0]
+
+
+def test_a_fact_without_its_phrase_or_cell_is_reported():
+    fact = Fact("01_intuition", "a 12-token prompt", "cell-99", lambda: (12,))
+    problems = disagreements("01_intuition", [("c", "no such words")], {"cell-02"},
+                             facts=(fact,))
+    assert len(problems) == 2
+
+
+def test_a_broken_check_is_reported_not_raised():
+    fact = Fact("01_intuition", "a 12-token prompt", "cell-02", lambda: 1 / 0)
+    problems = disagreements("01_intuition", [("c", "a 12-token prompt")], {"cell-02"},
+                             facts=(fact,))
+    assert "ZeroDivisionError" in problems[0]
+
+
+def test_say_renders_live_values_and_refuses_a_missing_one():
+    assert claims.say("on this machine, now: {ms:.1f} ms", ms=3.14159).data == \
+        "on this machine, now: 3.1 ms"
+    with pytest.raises(KeyError):
+        claims.say("{ms} ms")
+
+
+def test_every_cited_figure_names_source_and_conditions():
+    assert len({c.key for c in claims.CITED}) == len(claims.CITED)
+    for c in claims.CITED:
+        assert isinstance(c, Cited) and c.values and c.unit and c.conditions and c.lessons
+        assert any(ch.isdigit() for ch in c.source), f"{c.key}: source needs its year/section"

@@ -9,7 +9,7 @@ ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 # nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
 RUN    := PATH="$(BIN):$$PATH"
 
-.PHONY: setup lab instructor hub hub-stop test test-colab test-fast exercises keys collect autograde feedback export report clean-grading colab
+.PHONY: setup lab instructor hub hub-stop test test-colab test-fast exercises keys collect autograde feedback export report clean-grading colab release
 
 # Which torch (README, "On your own machine"): auto reuses a torch >= 2.4 that $(PYTHON) already has
 # (conda, Colab), else the index's; TORCH=cpu takes PyTorch's CPU-only wheels; TORCH=reuse, TORCH=pypi.
@@ -115,6 +115,12 @@ colab: $(STAMP)  ## write SOURCE (what Colab pip-installs: a git URL or wheel) i
 	$(if $(filter undefined,$(origin SOURCE)),$(error give the install source: make colab SOURCE=git+https://github.com/ORG/REPO (SOURCE= clears it)))
 	$(BIN)/python -m pagedkv_lib.lesson.colab "$(SOURCE)" notebooks/*.ipynb $(wildcard solutions/*/*.ipynb)
 	@echo "Now run 'make exercises' so the released problem sets carry the same setup cell."
+
+# The learner release (README, "Publishing the course"): lessons, released sets and the library without the
+# grader, with its wheel, in release/ (git-ignored); it fails if any solution or hidden-test line is in it.
+RELEASE ?= release
+release: $(STAMP)  ## the learner-facing tree in release/, ready to push or install (GITHUB=ORG/REPO: where it goes, for Colab)
+	$(BIN)/python tools/learner_release.py --out "$(RELEASE)" $(if $(GITHUB),--github "$(GITHUB)")
 
 FORMAT ?= csv
 export: $(STAMP)  ## the gradebook as grades.csv, with each student's status (FORMAT=canvas ROSTER=x.csv: also grades-canvas.csv)

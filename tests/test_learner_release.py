@@ -1,0 +1,204 @@
+"""The learner release (``make release``, tools/learner_release.py) holds no solution, hidden test or grader.
+
+The release is built once into a tmp folder and scanned with every solution-region and hidden-test line
+of ``solutions/``; then each kind of slip is put into a copy of it (a hidden test in a notebook, a
+solution line inside the wheel, an instructor module, the keys file, the course secret) and the scan
+must name it; and a repository whose released set still holds a hidden test must fail to build.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("learner_release", REPO / "tools" / "learner_release.py")
+release_tool = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(release_tool)
+
+GITHUB = "example-org/pagedkv-learners"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("release") / "release"
+    wheel = release_tool.build(REPO, out, github=GITHUB)
+    return out, wheel
+
+
+@pytest.fixture(scope="module")
+def secrets():
+    return release_tool.secret_lines(REPO)
+
+
+def solution_notebooks() -> list[Path]:
+    return sorted(REPO.glob("solutions/*/*.ipynb"))
+
+
+def hidden_and_solution_lines(notebook: Path) -> tuple[list[str], list[str]]:
+    """(hidden-test lines, solution lines) of one instructor notebook, by nbgrader's markers."""
+    hidden, solution = [], []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        source = "".join(cell["source"])
+        for begin, end, into in (("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS", hidden),
+                                 ("### BEGIN SOLUTION", "### END SOLUTION", solution)):
+            for block in re.findall(re.escape(begin) + r"\n(.*?)\n[ \t]*" + re.escape(end), source, re.S):
+                into += [line.strip() for line in block.split("\n") if len(line.strip()) >= 10]
+    return hidden, solution
+
+
+def copy_of(built, tmp_path) -> Path:
+    dest = tmp_path / "copy"
+    shutil.copytree(built[0], dest)
+    return dest
+
+
+# ---- the release as built -----------------------------------------------------------------------------
+
+def test_the_scan_knows_every_sets_hidden_tests_and_solutions(secrets):
+    """The scan is not vacuous: each set's hidden tests and solutions are among its lines."""
+    for notebook in solution_notebooks():
+        hidden, solution = hidden_and_solution_lines(notebook)
+        assert hidden and solution, notebook
+        assert set(hidden) & secrets and set(solution) & secrets, notebook
+        assert "### GRADER ONLY" in notebook.read_text()
+    assert len(secrets) > 100
+
+
+def test_the_release_holds_lessons_sets_library_and_wheel_and_nothing_of_the_instructors(built, secrets):
+    out, wheel = built
+    assert sorted(p.name for p in (out / "notebooks").glob("*.ipynb")) == sorted(
+        p.name for p in (REPO / "notebooks").glob("*.ipynb"))
+    assert sorted(p.relative_to(out).as_posix() for p in out.glob("exercises/*/*.ipynb")) == sorted(
+        p.relative_to(REPO).as_posix() for p in REPO.glob("exercises/*/*.ipynb"))
+    assert not (out / "solutions").exists() and not (out / "pagedkv_lib" / "course" / "instructor").exists()
+    members = zipfile.ZipFile(wheel).namelist()
+    assert "pagedkv_lib/__init__.py" in members and "pagedkv_lib/course/learner/variants.py" in members
+    assert not [m for m in members if "course/instructor" in m or m.endswith("course/__main__.py")]
+    assert release_tool.leaks(out, secrets, release_tool.private_values(REPO)) == []
+
+
+def test_the_released_sets_are_the_instructors_exercises_cell_for_cell_but_the_setup_cell(built):
+    out, _ = built
+    for theirs in REPO.glob("exercises/*/*.ipynb"):
+        mine = json.loads((out / theirs.relative_to(REPO)).read_text())["cells"]
+        want = json.loads(theirs.read_text())["cells"]
+        assert [c["source"] for c in mine[1:]] == [c["source"] for c in want[1:]], theirs.name
+
+
+def test_colab_links_and_setup_cells_point_at_the_learner_release(built):
+    out, _ = built
+    text = (out / "README.md").read_text()
+    links = re.findall(rf"https://colab\.research\.google\.com/github/{GITHUB}/blob/main/(\S+?\.ipynb)", text)
+    assert len(links) == 8, links
+    assert all((out / link).is_file() for link in links), links
+    for nb in [*out.glob("notebooks/*.ipynb"), *out.glob("exercises/*/*.ipynb")]:
+        first = "".join(json.loads(nb.read_text())["cells"][0]["source"])
+        assert f"PAGEDKV_SOURCE = 'git+https://github.com/{GITHUB}'" in first, nb
+
+
+def test_the_readme_tells_learners_how_to_open_where_the_key_goes_and_how_to_hand_in(built):
+    text = (built[0] / "README.md").read_text()
+    for needed in ("## Open in Colab", "JupyterLab", "VARIANT_KEY", "## Handing in", "Submit", built[1].name):
+        assert needed in text, needed
+
+
+def test_the_wheel_serves_everything_the_released_notebooks_import(built, tmp_path):
+    """Each ``pagedkv_lib`` module a lesson or set imports loads from the wheel, with no grader beside it."""
+    out, wheel = built
+    zipfile.ZipFile(wheel).extractall(tmp_path / "site")
+    modules = set()
+    for nb in [*out.glob("notebooks/*.ipynb"), *out.glob("exercises/*/*.ipynb")]:
+        for cell in json.loads(nb.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                modules |= set(re.findall(r"^\s*(?:from|import) (pagedkv_lib[\w.]*)", "".join(cell["source"]), re.M))
+    assert "pagedkv_lib.course.learner" in {m.rsplit(".", 1)[0] for m in modules} | modules, modules
+    code = ("import importlib, sys\n"
+            f"sys.path.insert(0, {str(tmp_path / 'site')!r})\n"
+            f"for name in {sorted(modules)!r}:\n"
+            "    importlib.import_module(name)\n"
+            "import pagedkv_lib\n"
+            f"assert pagedkv_lib.__file__.startswith({str(tmp_path / 'site')!r}), pagedkv_lib.__file__\n"
+            "assert importlib.util.find_spec('pagedkv_lib.course.instructor') is None\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+# ---- a slip is caught ---------------------------------------------------------------------------------
+
+def test_a_hidden_test_in_a_released_notebook_is_found(built, secrets, tmp_path):
+    tree = copy_of(built, tmp_path)
+    hidden, _ = hidden_and_solution_lines(REPO / "solutions" / "ps2_math" / "ps2_math.ipynb")
+    line = next(h for h in hidden if h in secrets)
+    nb_path = tree / "exercises" / "ps2_math" / "ps2_math.ipynb"
+    nb = json.loads(nb_path.read_text())
+    nb["cells"][-1]["source"] = ["x = 1\n", "    " + line + "\n"]
+    nb_path.write_text(json.dumps(nb, indent=1))
+    found = release_tool.leaks(tree, secrets)
+    assert found == [f"exercises/ps2_math/ps2_math.ipynb: solution or hidden-test line {line!r}"], found
+
+
+def test_a_solution_inside_the_wheel_is_found(built, secrets, tmp_path):
+    tree = copy_of(built, tmp_path)
+    _, solution = hidden_and_solution_lines(REPO / "solutions" / "ps3_code" / "ps3_code.ipynb")
+    line = next(s for s in solution if s in secrets)
+    (wheel,) = (tree / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel, "a") as z:
+        z.writestr("pagedkv_lib/answers.py", f"def f():\n    {line}\n")
+    found = release_tool.leaks(tree, secrets)
+    assert found == [f"dist/{wheel.name}!pagedkv_lib/answers.py: solution or hidden-test line {line!r}"], found
+
+
+def test_markers_an_instructor_module_keys_and_the_secret_are_found(built, secrets, tmp_path):
+    tree = copy_of(built, tmp_path)
+    (tree / "pagedkv_lib" / "course" / "instructor").mkdir()
+    (tree / "pagedkv_lib" / "course" / "instructor" / "__init__.py").write_text('"""the grader"""\n')
+    (tree / "keys.csv").write_text("id,key\nalice,0123456789abcdef0123456789abcdef\n")
+    (tree / "notebooks" / "notes.md").write_text("### GRADER ONLY\nsecret: s3cr3t-course-value\n")
+    found = release_tool.leaks(tree, secrets, {"s3cr3t-course-value"})
+    assert found == sorted([
+        "keys.csv: an instructor-only file",
+        "notebooks/notes.md: nbgrader's marker 'GRADER ONLY'",
+        "notebooks/notes.md: the course secret or a learner's key",
+        "notebooks/notes.md: solution or hidden-test line '### GRADER ONLY'",
+        "pagedkv_lib/course/instructor/__init__.py: an instructor module",
+    ]), found
+
+
+@pytest.mark.slow
+def test_make_release_fails_when_a_released_set_holds_a_hidden_test(tmp_path, secrets):
+    """A repository whose exercises/ kept a hidden test (say, generated by hand) builds no release."""
+    repo = tmp_path / "repo"
+    for folder in ("notebooks", "exercises", "solutions", "pagedkv_lib"):
+        for name in release_tool.tracked(REPO, folder):
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, repo / name)
+    shutil.copy2(REPO / "pyproject.toml", repo / "pyproject.toml")
+    hidden, _ = hidden_and_solution_lines(REPO / "solutions" / "ps1_intuition" / "ps1_intuition.ipynb")
+    line = next(h for h in hidden if h in secrets)
+    target = repo / "exercises" / "ps1_intuition" / "ps1_intuition.ipynb"
+    nb = json.loads(target.read_text())
+    nb["cells"][-1]["source"].append("\n" + line)
+    target.write_text(json.dumps(nb, indent=1))
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    with pytest.raises(RuntimeError, match=re.escape(f"exercises/ps1_intuition/ps1_intuition.ipynb: solution "
+                                                     f"or hidden-test line {line!r}")):
+        release_tool.build(repo, tmp_path / "out")
+
+
+def test_bad_arguments_are_explained_and_change_nothing(tmp_path):
+    with pytest.raises(ValueError, match=r"github must be ORG/REPO .*got 'not a repo'"):
+        release_tool.build(REPO, tmp_path / "out", github="not a repo")
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("keep me")
+    with pytest.raises(ValueError, match=r"out .*mine exists and is not a learner release"):
+        release_tool.build(REPO, tmp_path / "mine")
+    assert (tmp_path / "mine" / "thesis.tex").read_text() == "keep me"

@@ -17,6 +17,12 @@ so both managers see exactly the same sequence. With prefix caching off, ours is
 ``enable_prefix_caching=False`` and nano-vllm (which has no switch) is never asked to
 ``hash_blocks``, so it caches nothing and every lookup misses at the first block.
 
+Our contestants: ``ours``, the readable ``BlockManager`` with the exact prefix tree, and
+``ours-hashed(NAME)``, the same manager with vLLM v1's hash-chained prefix cache
+(:class:`~pagedkv_lib.blocks.hashed_prefix_cache.HashedBlockManager`) under each hash of
+``--hashes`` (default: SHA-256, vLLM's choice for multi-tenant use, and BLAKE2b cut to 64 bits).
+nano-vllm hashes with xxhash's 64-bit xxh64, and checks a hit's tokens.
+
 ``--baseline REV`` adds our manager as of git revision ``REV`` (for before/after figures).
 Runs are interleaved (every repeat runs every contestant, in a rotating order) and timed in
 process CPU seconds (on a shared machine wall time also counts the time others hold the core);
@@ -31,6 +37,7 @@ nano-vllm's block manager imports ``xxhash`` and ``numpy``: ``pip install xxhash
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
 import os
@@ -43,6 +50,8 @@ import time
 import types
 
 from at_revision import library_at  # benchmarks/, this script's folder, is on sys.path
+from pagedkv_lib.blocks.block_hash import HASH_FUNCTIONS
+from pagedkv_lib.blocks.hashed_prefix_cache import HashedBlockManager
 from pagedkv_lib.blocks.manager import BlockManager
 
 NANO_FILE = "nanovllm/engine/block_manager.py"
@@ -194,11 +203,16 @@ def main() -> None:
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hashes", nargs="*", default=["sha256", "blake2b-64"], choices=sorted(HASH_FUNCTIONS),
+                    help="race the hash-chained manager under these block hashes")
     args = ap.parse_args()
     if importlib.util.find_spec("xxhash") is None:
         sys.exit("nano-vllm's block manager needs xxhash: pip install xxhash")
     nano = load_nano_vllm(args.nano_vllm_repo)
     contestants = {"nano-vllm": lambda *a: run_nano(nano, *a), "ours": lambda *a: run_ours(BlockManager, *a)}
+    for name in args.hashes:
+        hashed = functools.partial(HashedBlockManager, hash_fn=name)
+        contestants[f"ours-hashed({name})"] = lambda *a, hashed=hashed: run_ours(hashed, *a)
     for rev in args.baseline:
         base = load_baseline(rev)
         contestants[f"ours@{rev}"] = lambda *a, base=base: run_ours(base, *a)

@@ -5,6 +5,9 @@
 * :mod:`.pool`: the physical blocks, their ref counts (it alone changes them) and the LRU free queue.
 * :mod:`.prefix_cache`: the exact prefix cache, a tree of full-block prefixes whose nodes outlive
   their blocks, so a block computed again finds the blocks cached below it.
+* :mod:`.block_hash`, :mod:`.hashed_prefix_cache`: vLLM v1's hash-chained prefix cache beside the
+  tree (one dict from chain key to block; :class:`~.hashed_prefix_cache.HashedBlockManager`), the
+  block hashes on offer, and the birthday bound on a wrong hit.
 * :mod:`.slot_mapping`: logical position -> physical slot, ``table[p // S] * S + p % S``.
 * :mod:`.invariants`, :mod:`.stats`: what must always hold, and the ledger figures of live state.
 * :mod:`.contiguous`: contiguous reservation (max, pow2, oracle) in a first-fit arena.

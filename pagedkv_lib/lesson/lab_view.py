@@ -15,6 +15,8 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from . import viz, gates as W
+from ..figure_text import describe
+from ..palette import HATCHES, text_on
 from ..validation import check_choice, check_int
 from .record import Slot
 from .views import Shown
@@ -50,28 +52,35 @@ class _Slotted(Shown):
 
 def plot_tables(run: LabRun, ax=None):
     """One row per sequence: its blocks left to right, own blocks blue, shared (ref count > 1)
-    orange, tail slack hatched. For pools too large for :func:`pagedkv_lib.lesson.viz.plot_block_map`."""
+    orange and cross-hatched, tail slack hatched. For pools too large for :func:`pagedkv_lib.lesson.viz.plot_block_map`."""
     m, S = run.manager, run.block_size
     ids = run.request_ids
     if ax is None:
         _, ax = plt.subplots(figsize=(11, 1.4 + 0.22 * len(ids)))
+    rows = []
     for row, rid in enumerate(ids):
         T, table = m.num_tokens(rid), m.block_table(rid)
         spans = {True: [], False: []}
         for j, b in enumerate(table):
             spans[m.ref_count(b) > 1].append((j * S, min(S, T - j * S)))
         ax.broken_barh(spans[False], (row - 0.4, 0.8), fc=viz.TOKEN)
-        ax.broken_barh(spans[True], (row - 0.4, 0.8), fc=viz.SHARED)
-        ax.broken_barh([(T, len(table) * S - T)], (row - 0.4, 0.8), fc="white", ec="0.5", hatch="///")
+        ax.broken_barh(spans[True], (row - 0.4, 0.8), fc=viz.SHARED, ec=text_on(viz.SHARED), lw=0,
+                       hatch=HATCHES["shared"])
+        ax.broken_barh([(T, len(table) * S - T)], (row - 0.4, 0.8), fc="white", ec="0.5", hatch=HATCHES["slack"])
+        rows.append((rid, T, len(table), len(spans[True]), len(table) * S - T))
     ax.set_yticks(range(len(ids)), ids, fontsize=8)
     ax.set_ylim(len(ids) - 0.5, -0.5)
     ax.set_xlabel("token slots of each block table, in logical order")
     ax.set_title(f"S={S}: each sequence's blocks ({m.stats().used_blocks:,} blocks in use)", fontsize=10,
                  pad=22)
     ax.legend(handles=[Patch(fc=viz.TOKEN, label="own block"),
-                       Patch(fc=viz.SHARED, label="shared block (ref count > 1)"),
-                       Patch(fc="white", ec="0.5", hatch="///", label="tail slack")],
+                       Patch(fc=viz.SHARED, ec=text_on(viz.SHARED), hatch=HATCHES["shared"],
+                             label="shared block (ref count > 1)"),
+                       Patch(fc="white", ec="0.5", hatch=HATCHES["slack"], label="tail slack")],
               loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8, frameon=False)
+    describe(ax, f"Each of the {len(ids)} sequences' block tables at block size {S}, one row each: its own "
+             "blocks, the blocks it shares with other tables, and its tail slack.",
+             ["sequence", "tokens", "blocks in its table", "of them shared", "tail slack (slots)"], rows)
     return ax
 
 
@@ -106,8 +115,9 @@ def slots_figure(run: LabRun):
     unused = [r[2] for r in rows]
     paged = [name.startswith("paged") for name, _, _ in rows]
     ax.barh(y, stored, color=viz.TOKEN, label="token states stored")
-    ax.barh(y, unused, left=stored, color=[viz.SLACK if p else viz.COLORS["internal_fragmentation"]
-                                           for p in paged])
+    for yi, u, s, p in zip(y, unused, stored, paged):
+        cat = "slack" if p else "internal_fragmentation"
+        ax.barh(yi, u, left=s, color=viz.COLORS[cat], ec=text_on(viz.COLORS[cat]), lw=0, hatch=HATCHES[cat])
     for yi, s, u in zip(y, stored, unused):
         ax.text(s + u, yi, f" {s + u:,}", va="center", fontsize=9)
     ax.set_yticks(y, [r[0] for r in rows], fontsize=9)
@@ -116,9 +126,14 @@ def slots_figure(run: LabRun):
     ax.set_xlabel(f"token slots reserved for the {len(run.request_ids)} sequences "
                   f"(context {run.context:,} tokens)")
     ax.legend(handles=[Patch(fc=viz.TOKEN, label="token states stored"),
-                       Patch(fc=viz.COLORS["internal_fragmentation"], label="contiguous: reserved, never used"),
-                       Patch(fc=viz.SLACK, label="paged: tail slack")],
+                       Patch(fc=viz.COLORS["internal_fragmentation"], ec=text_on(viz.COLORS["internal_fragmentation"]),
+                             hatch=HATCHES["internal_fragmentation"], label="contiguous: reserved, never used"),
+                       Patch(fc=viz.SLACK, ec=text_on(viz.SLACK), hatch=HATCHES["slack"], label="paged: tail slack")],
               loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8, frameon=False)
+    describe(ax, f"Token slots reserved for the same {len(run.request_ids)} sequences, one bar per layout: "
+             + "; ".join(f"{name} reserves {s + u:,} ({s:,} stored, {u:,} unused)" for name, s, u in rows) + ".",
+             ["layout", "token states stored", "reserved but unused", "reserved in all"],
+             [(name, s, u, s + u) for name, s, u in rows])
     fig.tight_layout()
     return fig
 

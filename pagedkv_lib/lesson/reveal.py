@@ -1,8 +1,12 @@
-"""What a gate shows after its commit: text as Markdown, figures as PNG images, drawn only when revealed."""
+"""What a gate shows after its commit: text as Markdown, figures as PNG images (with their text
+alternative where a course function described them), drawn only when revealed."""
 from __future__ import annotations
 
 import io
 from typing import Any
+
+from ..figure_text import alternative, figure_html
+from .views import FigureWithText
 
 
 def figure_of(item):
@@ -23,7 +27,11 @@ def rendered(item) -> Any:
     if fig is not None:
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+        html_text = figure_html(fig, buf.getvalue())   # None unless a course function described it
+        alt = alternative(fig)
         plt.close(fig)
+        if html_text is not None:
+            return FigureWithText(buf.getvalue(), html_text, alt)
         return Image(data=buf.getvalue(), format="png")
     return Markdown(item) if isinstance(item, str) else item
 

@@ -45,3 +45,33 @@ class Shown:
         display(self._repr_mimebundle_(), raw=True)
         for slot in self.shown_slots():
             slot.show()
+
+
+class FigureWithText:
+    """A drawn figure for IPython's display: the PNG, and (where a front end renders HTML) the same
+    image with its text alternative and data table (:func:`pagedkv_lib.figure_text.figure_html`)."""
+
+    def __init__(self, png: bytes, html_text: str, alt: str):
+        self.png, self.html, self.alt = png, html_text, alt
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        import base64
+        return {"text/html": self.html, "image/png": base64.b64encode(self.png).decode("ascii"),
+                "text/plain": f"<figure: {self.alt}>"}
+
+
+def show_figures_with_text() -> None:
+    """In IPython, show every figure a course function described as HTML with its text alternative.
+
+    Registers :func:`pagedkv_lib.figure_text.figure_html` as the ``text/html`` form of a matplotlib
+    ``Figure`` (the inline backend's PNG stays beside it); a figure nobody described gets no HTML."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    from matplotlib.figure import Figure
+    from ..figure_text import figure_html
+    shell.display_formatter.formatters["text/html"].for_type(Figure, figure_html)

@@ -1,8 +1,9 @@
 """Matplotlib figures of the course: block tables, slack and capacity (the math notebook), and
 live allocator state (block maps of a real ``BlockManager``, contiguous arenas).
 
-Each ``plot_*`` function draws on an ``ax`` (or makes one) and returns it. Colours come from
-:mod:`pagedkv_lib.palette`, shared with the simulator's figures.
+Each ``plot_*`` function draws on an ``ax`` (or makes one) and returns it. Colours and hatching come
+from :mod:`pagedkv_lib.palette`, shared with the simulator's figures; each function attaches the data it
+drew as text (:func:`pagedkv_lib.figure_text.describe`), which a notebook shows beside the image.
 """
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ from ..validation import check_int
 from ..blocks.manager import BlockManager
 from ..blocks.contiguous import ContiguousArena
 from ..ledger import Ledger
-from ..palette import COLORS
+from ..figure_text import describe
+from ..palette import CACHED, COLORS, HATCHES, OWNERS, SHARED, text_on
+from .views import show_figures_with_text
 
 TOKEN, SLACK = COLORS["token_states"], COLORS["slack"]
-SHARED = "#DD8452"
-"""Outline of a block shared by more than one block table."""
 
 
 def _axes(ax, figsize):
@@ -34,8 +35,10 @@ def _axes(ax, figsize):
 def _draw_block(ax, x, y, filled, S, outline=None):
     """One block of ``S`` slots at (x, y), left to right; the first ``filled`` slots hold tokens."""
     for s in range(S):
-        ax.add_patch(plt.Rectangle((x + s * 0.9 / S, y), 0.9 / S, 0.6, ec="white", lw=0.5,
-                                   color=TOKEN if s < filled else SLACK))
+        token = s < filled
+        ax.add_patch(plt.Rectangle((x + s * 0.9 / S, y), 0.9 / S, 0.6, fc=TOKEN if token else SLACK,
+                                   ec="white" if token else "0.3", lw=0.5,
+                                   hatch=None if token else HATCHES["slack"]))
     if outline:
         ax.add_patch(plt.Rectangle((x - 0.03, y - 0.05), 0.96, 0.7, fill=False, ec=outline, lw=2))
 
@@ -44,8 +47,8 @@ def plot_block_tables(ledger: Ledger, ax=None):
     """Each request's logical blocks (top rows) and the physical pool they map to (bottom row).
 
     Above each logical block: the physical block id it maps to; above each physical block: its
-    id, and below it the requests whose tables hold it. Blue slots hold tokens, grey slots are
-    slack, orange outlines mark shared blocks (see the legend).
+    id, and below it the requests whose tables hold it. Dark blue slots hold tokens, grey hatched
+    slots are slack, thick orange outlines mark shared blocks (see the legend).
     """
     S, fill = ledger.block_size, ledger.block_fill
     users: dict[int, list[str]] = {}
@@ -72,12 +75,19 @@ def plot_block_tables(ledger: Ledger, ax=None):
     tallest = max((len(u) for u in users.values()), default=1)
     ax.set_ylim(-0.25 - 0.3 * tallest, 1.6 + 0.9 * len(rows) + 0.3)
     ax.axis("off")
-    ax.legend(handles=[Patch(fc=TOKEN, label="token slot"), Patch(fc=SLACK, label="slack slot"),
+    ax.legend(handles=[Patch(fc=TOKEN, label="token slot"),
+                       Patch(fc=SLACK, ec="0.3", hatch=HATCHES["slack"], label="slack slot"),
                        Patch(fill=False, ec=SHARED, lw=2, label="shared block")],
               loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
     ax.set_title(f"S={S}: logical {ledger.logical_tokens}, unique {ledger.unique_tokens}, "
                  f"reserved {ledger.reserved_slots}, slack {ledger.slack} (token slots)",
                  fontsize=10, loc="left")
+    describe(ax, f"Block tables at block size {S}: " + "; ".join(
+        f"{rid} holds {sum(fill[b] for b in table)} tokens in physical blocks {', '.join(map(str, table))}"
+        for rid, table in rows) + f". The pool has {ledger.num_blocks} blocks of {S} slots.",
+        ["physical block", f"tokens held (of {S})", "slack slots", "held by", "shared"],
+        [(b, fill.get(b, 0), S - fill.get(b, 0) if b in users else 0, ", ".join(users.get(b, [])) or "nobody",
+          "yes" if len(users.get(b, [])) > 1 else "no") for b in range(ledger.num_blocks)])
     return ax
 
 
@@ -116,6 +126,12 @@ def plot_slack_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int],
     gap.legend(loc="upper left")
     gap.set_xticks(sizes, [str(S) for S in block_sizes])
     gap.margins(y=0.15)
+    describe(top, f"Measured tail slack per request on {len(lengths)} requests against the prediction (S-1)/2, "
+             f"for block sizes {', '.join(map(str, block_sizes))}; the lower panel is the measured value's "
+             "gap from the prediction in percent (within 5% shaded).",
+             ["block size S", "measured slack per request (slots)", "predicted (S-1)/2", "gap from prediction (%)"],
+             [(int(S), float(m), float(p), f"{100 * (m / p - 1):+.1f}" if p > 0 else "no slack at S = 1")
+              for S, m, p in zip(sizes, measured, predicted)])
     return top, gap
 
 
@@ -145,15 +161,16 @@ def plot_kv_capacity(models: Sequence[str], gpu_memory_bytes: int, ax=None, **ca
     ax.set_xlabel(f"KV-cache tokens on one {gpu_memory_bytes / acc.GiB:g} GiB GPU")
     ax.set_xlim(0, max(caps) * 1.25)
     ax.xaxis.set_major_formatter(FuncFormatter(_count))
+    describe(ax, f"Tokens of KV cache that fit beside each model's weights on one "
+             f"{gpu_memory_bytes / acc.GiB:g} GiB GPU, one bar per model: "
+             + "; ".join(f"{m.name} {c:,}" for m, c in zip(specs, caps)) + ".",
+             ["model", "KV heads", "KiB per token", "KV-cache tokens"],
+             [(m.name, h, f"{acc.bytes_per_token(m) / 1024:g}", c) for m, h, c in zip(specs, heads, caps)])
     return ax
 
 
 # ---------------------------------------------------------------------- live allocator state
 
-OWNERS = ("#4C72B0", "#55A868", "#8172B3", "#937860", "#DA8BC3", "#64B5CD", "#8C8C8C", "#CCB974")
-"""Token colours of the requests in a block map, in the order they are listed (then repeating)."""
-CACHED = "#E0E0E0"
-"""Fill of a cached free block: no table holds it, its states stay until it is evicted."""
 _ROW = 1.0  # block height (data units); a block is S slots wide, one slot = 1 data unit
 
 
@@ -179,12 +196,14 @@ def _live_blocks(manager: BlockManager, request_ids) -> tuple[list[list[str]], l
 
 
 def _block(ax, x, y, S, filled, color, state, gid, hatch_slack=True):
-    """One block of ``S`` slots with its lower left at (x, y): tokens, hatched slack, an outline."""
+    """One block of ``S`` slots with its lower left at (x, y): tokens (cross-hatched when shared),
+    hatched slack, an outline."""
     if filled:
-        ax.add_patch(Rectangle((x, y), filled, _ROW, fc=color, ec="none"))
+        ax.add_patch(Rectangle((x, y), filled, _ROW, fc=color, ec="white" if state == "shared" else "none",
+                               lw=0, hatch=HATCHES["shared"] if state == "shared" else None))
     if filled < S:
         ax.add_patch(Rectangle((x + filled, y), S - filled, _ROW, fc="white", ec="0.6", lw=0,
-                               hatch="///" if hatch_slack and state != "free" else None))
+                               hatch=HATCHES["slack"] if hatch_slack and state != "free" else None))
     if 1 < S <= 32:
         ax.vlines(x + np.arange(1, S), y, y + _ROW, colors="white", lw=0.6)
     ax.add_patch(Rectangle((x, y), S, _ROW, fill=False, lw=2.5 if state == "shared" else 1,
@@ -197,7 +216,8 @@ def plot_block_map(manager: BlockManager, request_ids: Sequence[str] | None = No
 
     ``request_ids`` lists every live request (their colours follow :data:`OWNERS` in this
     order; default: ``manager.request_ids()``, the order they were added). A block held by one table shows its owner's colour; a block with ref count > 1 is
-    orange with a thick outline and its ref count beside its id ("0 x3"); slack slots are hatched; cached free
+    orange and cross-hatched, with a thick outline and its ref count beside its id ("0 x3"); a block
+    one table holds has its owner's name beside its id ("9 A1"); slack slots are hatched; cached free
     blocks are grey with a dashed outline; free blocks are white. ``follow`` names one request
     whose logical blocks are drawn above the grid with arrows to their physical blocks.
     Each physical block's outline has the gid ``"block:<id>:<used|shared|cached|free>"``.
@@ -221,7 +241,8 @@ def plot_block_map(manager: BlockManager, request_ids: Sequence[str] | None = No
         color = {"shared": SHARED, "used": colour[owners[b][0]] if refs else None,
                  "cached": CACHED, "free": "white"}[state]
         _block(ax, x, y, S, filled[b], color, state, f"block:{b}:{state}")
-        ax.text(x + S / 2, y - 0.12, f"{b} x{refs}" if state == "shared" else str(b), ha="center",
+        label = f"{b} x{refs}" if state == "shared" else f"{b} {owners[b][0]}" if refs else str(b)
+        ax.text(x + S / 2, y - 0.12, label, ha="center",
                 va="top", fontsize=8, weight="bold" if state == "shared" else "normal")
     if follow is not None:
         _follow_arrows(ax, manager, follow, where, colour[follow], top)
@@ -231,10 +252,25 @@ def plot_block_map(manager: BlockManager, request_ids: Sequence[str] | None = No
                  f"logical {st.logical_tokens}, unique {st.unique_tokens}, reserved "
                  f"{st.reserved_slots}, slack {st.slack}", fontsize=9)
     _block_legend(ax, colour, any(len(o) > 1 for o in owners), bool(cached))
+    _describe_map(ax, manager, request_ids, owners, filled, cached, follow)
     ax.set_xlim(-0.5, cols * S + 0.5)
     ax.set_ylim(-(rows - 1) * 1.8 * _ROW - 0.6, _ROW + 0.5 + top)
     ax.axis("off")
     return ax
+
+
+def _describe_map(ax, manager, request_ids, owners, filled, cached, follow):
+    """The block map as text: each request's block table, then one row per physical block."""
+    S = manager.block_size
+    tables = "; ".join(f"{rid} ({manager.num_tokens(rid)} tokens) holds blocks "
+                       f"{', '.join(map(str, manager.block_table(rid))) or 'none'}" for rid in request_ids)
+    arrows = f" Arrows lead from {follow}'s logical blocks to their physical blocks." if follow else ""
+    state = lambda b: ("shared" if len(owners[b]) > 1 else "in use" if owners[b]
+                       else "cached free" if b in cached else "free")
+    describe(ax, f"Physical blocks of {S} slots, {manager.num_blocks} in the pool. {tables}.{arrows}",
+             ["physical block", "state", "ref count", f"tokens held (of {S})", "held by"],
+             [(b, state(b), len(owners[b]), filled[b] if owners[b] or b in cached else 0,
+               ", ".join(owners[b]) or "nobody") for b in range(manager.num_blocks)])
 
 
 def _follow_arrows(ax, manager, rid, where, color, top):
@@ -254,8 +290,8 @@ def _follow_arrows(ax, manager, rid, where, color, top):
 def _block_legend(ax, colour, any_shared, any_cached):
     handles = [Patch(fc=c, label=rid) for rid, c in colour.items()]
     if any_shared:
-        handles.append(Patch(fc=SHARED, ec="black", lw=2, label="shared (ref count > 1)"))
-    handles.append(Patch(fc="white", ec="0.6", hatch="///", label="tail slack"))
+        handles.append(Patch(fc=SHARED, ec="white", lw=0, hatch=HATCHES["shared"], label="shared (ref count > 1)"))
+    handles.append(Patch(fc="white", ec="0.6", hatch=HATCHES["slack"], label="tail slack"))
     if any_cached:
         handles.append(Patch(fc=CACHED, ec="black", ls="--", label="cached free (evictable)"))
     handles.append(Patch(fc="white", ec="black", label="free"))
@@ -278,24 +314,43 @@ def plot_contiguous(arena: ContiguousArena, next_request_len: int | None = None,
         for cat, a, b in (("token_states", 0, live), ("reservation", live, final),
                           ("internal_fragmentation", final, size)):
             if b > a:
-                ax.add_patch(Rectangle((start + a, 0), b - a, _ROW, fc=COLORS[cat], ec="none", gid=cat))
+                ax.add_patch(Rectangle((start + a, 0), b - a, _ROW, fc=COLORS[cat], ec=text_on(COLORS[cat]),
+                                       lw=0, hatch=HATCHES[cat] or None, gid=cat))
         ax.add_patch(Rectangle((start, 0), size, _ROW, fill=False, ec="black", lw=1.5, zorder=3))
         ax.text(start + size / 2, _ROW + 0.1, rid, ha="center", va="bottom", fontsize=9)
     need = None if next_request_len is None else arena.reservation_for(next_request_len)
     for start, length in arena.gaps():
         cat = "free" if need is None or length >= need else "external_fragmentation"
-        ax.add_patch(Rectangle((start, 0), length, _ROW, fc=COLORS.get(cat, "white"), ec="none", gid=cat))
+        ax.add_patch(Rectangle((start, 0), length, _ROW, fc=COLORS.get(cat, "white"), lw=0,
+                               ec=text_on(COLORS.get(cat, "#FFFFFF")), hatch=HATCHES[cat] or None, gid=cat))
     reserved = sum(arena.placement(rid)[1] for rid in arena.request_ids())
     ax.set_title(f"runs reserve {reserved} slots: " + ", ".join(
         f"{c.replace('_', ' ')} {v}" for c, v in cats.items()), fontsize=9)
-    handles = [Patch(fc=COLORS.get(c, "white"), ec="black", lw=0.5, label=c.replace("_", " "))
-               for c in cats]
+    handles = [Patch(fc=COLORS.get(c, "white"), ec="black", lw=0.5, hatch=HATCHES[c] or None,
+                     label=c.replace("_", " ")) for c in cats]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=5, fontsize=8,
               frameon=False)
     ax.set_xlim(-0.5, arena.num_slots + 0.5)
     ax.set_ylim(-0.3, _ROW + 0.6)
     ax.axis("off")
+    _describe_strip(ax, arena, need, cats)
     return ax
+
+
+def _describe_strip(ax, arena, need, cats):
+    """The contiguous strip as text: one row per run and per free gap, left to right."""
+    rows = []
+    for rid in arena.request_ids():
+        start, size, live, final = arena.placement(rid)
+        rows.append((f"run {rid}", start, size, f"{live} token states, {final - live} reserved for tokens to come, "
+                                                 f"{size - final} internal fragmentation"))
+    for start, length in arena.gaps():
+        kind = "free" if need is None or length >= need else "external fragmentation"
+        rows.append(("gap", start, length, kind))
+    rows.sort(key=lambda r: r[1])
+    describe(ax, f"One strip of {arena.num_slots} token slots, runs and gaps left to right; slots by category: "
+             + ", ".join(f"{c.replace('_', ' ')} {v}" for c, v in cats.items()) + ".",
+             ["segment", "first slot", "slots", "what it holds"], rows)
 
 
 def plot_three_ways(arena: ContiguousArena, paged: BlockManager, shared: BlockManager,
@@ -318,3 +373,6 @@ def plot_three_ways(arena: ContiguousArena, paged: BlockManager, shared: BlockMa
         ax.set_xlim(-0.5, width + 0.5)
     fig.tight_layout()
     return fig
+
+
+show_figures_with_text()   # in a notebook, each figure above shows with its text alternative and data

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.patheffects import withStroke
 
-from ..palette import COLORS
+from ..figure_text import describe
+from ..palette import COLORS, HATCHES, text_on
 from .simulate import CATEGORIES, PAPER_TOKEN_STATE_SHARE, SimResult
 
 
@@ -27,20 +29,34 @@ def plot_memory_shares(results, ax=None, *, paper: bool = True):
     left = np.zeros(len(results))
     for c in CATEGORIES[:-1]:
         width = np.array([100 * r.summary[f"share_{c}"] for r in results])
-        ax.barh(y, width, left=left, color=COLORS[c], label=c.replace("_", " "))
+        ax.barh(y, width, left=left, color=COLORS[c], ec=text_on(COLORS[c]), lw=0, hatch=HATCHES[c] or None,
+                label=c.replace("_", " "))
         left += width
     label = "paper: token states"
     for i, r in enumerate(results):
         share = PAPER_TOKEN_STATE_SHARE.get(r.policy) if paper else None
         if share is not None:
-            ax.plot([100 * share] * 2, [i - 0.4, i + 0.4], color="black", lw=2, label=label)
+            ax.plot([100 * share] * 2, [i - 0.4, i + 0.4], color="black", lw=2, label=label,
+                    path_effects=[withStroke(linewidth=4.5, foreground="white")])  # seen on dark bars too
             label = None  # one legend entry for all ticks
     ax.set_yticks(y, [r.policy for r in results])
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of occupied KV memory (%)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize="small", frameon=False)
+    cats = CATEGORIES[:-1]
+    describe(ax, "Each policy's occupied KV memory split by category, in percent, one stacked bar per policy"
+             + (" (a black tick marks the paper's token-state share where it reported one)." if paper else "."),
+             ["policy"] + [f"{c.replace('_', ' ')} (%)" for c in cats]
+             + (["paper: token states (%)"] if paper else []),
+             [[r.policy] + [f"{100 * r.summary[f'share_{c}']:.1f}" for c in cats]
+              + ([_paper_share(r.policy)] if paper else []) for r in results])
     return ax
+
+
+def _paper_share(policy: str) -> str:
+    share = PAPER_TOKEN_STATE_SHARE.get(policy)
+    return "not reported" if share is None else f"{100 * share:.1f}"
 
 
 def plot_batch_over_time(results, ax=None):
@@ -48,12 +64,24 @@ def plot_batch_over_time(results, ax=None):
     results = _check_results(results)
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3))
-    for r in results:
-        ax.plot(np.arange(r.num_steps), r.series["running"], lw=1, label=r.policy)
+    for r, style in zip(results, _LINES * len(results)):
+        ax.plot(np.arange(r.num_steps), r.series["running"], lw=1.2, label=r.policy, markevery=0.1,
+                markersize=4, **style)
     ax.set_xlabel("step")
     ax.set_ylabel("running requests")
     ax.legend(fontsize="small", frameon=False)
+    rows = [(r.policy, r.num_steps, r.summary["mean_batch"], r.summary["peak_batch"]) for r in results]
+    describe(ax, "Running requests at each step, one line per policy: "
+             + "; ".join(f"{p} runs {m:.1f} on average over {n:,} steps (busy steps), at most {k}"
+                         for p, n, m, k in rows) + ".",
+             ["policy", "steps", "mean running requests (busy steps)", "peak running requests"], rows)
     return ax
+
+
+_LINES = [dict(color="#004488", ls="-", marker="o"), dict(color="#D55E00", ls="--", marker="s"),
+          dict(color="#117733", ls=":", marker="^"), dict(color="#AA4499", ls="-.", marker="D"),
+          dict(color="#000000", ls="--", marker="v")]
+"""Colour, dash and marker of each policy's line: dash and marker tell them apart without colour."""
 
 
 def plot_results(results, title: str | None = None, *, paper: bool = True):

@@ -47,7 +47,9 @@ class ModelSpec:
     ``rope_head_dim``: such a model caches one compressed latent of
     ``kv_lora_rank + rope_head_dim`` scalars per layer and token instead of separate K and V.
     ``num_params`` (count) and ``weight_dtype`` estimate weight bytes (the cache ``dtype`` does
-    not change the weights); ``max_context`` is in tokens. Integer fields are stored as Python
+    not change the weights); ``max_context`` is in tokens. A hybrid model (Gemma 3, gpt-oss)
+    has ``num_sliding_layers`` of its ``num_layers`` attend only to the last ``sliding_window``
+    tokens; the others are full attention (see :func:`hybrid_kv_bytes`). Integer fields are stored as Python
     ints, so numpy integers cannot overflow in the byte counts.
     """
 
@@ -62,6 +64,8 @@ class ModelSpec:
     kv_lora_rank: int | None = None
     rope_head_dim: int | None = None
     weight_dtype: str = "fp16"
+    sliding_window: int | None = None
+    num_sliding_layers: int = 0
 
     def __post_init__(self):
         def store_int(field: str, minimum: int, optional: bool = False) -> None:
@@ -88,11 +92,24 @@ class ModelSpec:
                              f"got kv_lora_rank={self.kv_lora_rank}, rope_head_dim={self.rope_head_dim}")
         store_int("kv_lora_rank", 1, optional=True)
         store_int("rope_head_dim", 0, optional=True)
+        store_int("num_sliding_layers", 0)
+        store_int("sliding_window", 1, optional=True)
+        if self.num_sliding_layers > self.num_layers:
+            raise ValueError(f"num_sliding_layers must be at most num_layers={self.num_layers}, "
+                             f"got {self.num_sliding_layers}")
+        if (self.sliding_window is None) != (self.num_sliding_layers == 0):
+            raise ValueError("a hybrid model needs both sliding_window and num_sliding_layers >= 1 (or neither), got "
+                             f"sliding_window={self.sliding_window}, num_sliding_layers={self.num_sliding_layers}")
 
     @property
     def is_mla(self) -> bool:
         """True when the cache holds a compressed latent (MLA) rather than K and V per head."""
         return self.kv_lora_rank is not None
+
+    @property
+    def num_full_layers(self) -> int:
+        """Layers with full attention (all of them unless the model is hybrid)."""
+        return self.num_layers - self.num_sliding_layers
 
     @property
     def bytes_per_scalar(self) -> int:
@@ -130,6 +147,39 @@ MODELS: dict[str, ModelSpec] = {s.name: s for s in [
 ]}
 """Presets from the models' published configs. ``get_model`` looks them up by name."""
 
+HYBRID_MODELS: dict[str, ModelSpec] = {s.name: s for s in [
+    # Sliding-window and full-attention layers, bf16 as published; each number's source in HYBRID_SOURCES.
+    ModelSpec("Gemma-3-27B", 62, 16, 128, "bf16", 32, 27e9, 131072, weight_dtype="bf16",
+              sliding_window=1024, num_sliding_layers=52),
+    ModelSpec("gpt-oss-20b", 24, 8, 64, "bf16", 64, 20.9e9, 131072, weight_dtype="bf16",
+              sliding_window=128, num_sliding_layers=12),
+    ModelSpec("gpt-oss-120b", 36, 8, 64, "bf16", 64, 116.8e9, 131072, weight_dtype="bf16",
+              sliding_window=128, num_sliding_layers=18),
+]}
+"""Hybrid presets (some layers attend to a sliding window only). ``get_model`` finds them too; ``MODELS``
+keeps the full-attention models, whose ``bytes_per_token`` is the whole story."""
+
+
+HYBRID_SOURCES = {
+    # This machine cannot reach the Hugging Face Hub: the config.json fields were checked on 2026-12-03 against
+    # public copies found through code search (model-inspector reports and model definitions that quote them).
+    "Gemma-3-27B": "google/gemma-3-27b-it config.json (Hugging Face), text_config: num_hidden_layers 62, "
+                   "num_key_value_heads 16, head_dim 128, num_attention_heads 32, sliding_window 1024, "
+                   "sliding_window_pattern 6 (every 6th layer full: 10 full, 52 sliding), max_position_embeddings "
+                   "131072; read 2026-12-03. 52 + 10 also in vLLM docs/design/hybrid_kv_cache_manager.md. "
+                   "Parameters 27e9, as the name states (used only for weight bytes).",
+    "gpt-oss-20b": "openai/gpt-oss-20b config.json (Hugging Face, last modified 2025-08-26): num_hidden_layers 24, "
+                   "num_key_value_heads 8, head_dim 64, num_attention_heads 64, sliding_window 128, layer_types "
+                   "alternating sliding_attention / full_attention (12 + 12), max_position_embeddings 131072; "
+                   "read 2026-12-03. Parameters 20.9e9 (OpenAI's model card: 21B total). Expert weights ship in "
+                   "MXFP4 (about 4.25 bits), so pass weight_bytes for deployment figures.",
+    "gpt-oss-120b": "openai/gpt-oss-120b config.json (Hugging Face): num_hidden_layers 36, num_key_value_heads 8, "
+                    "head_dim 64, num_attention_heads 64, sliding_window 128, alternating layer_types (18 + 18), "
+                    "max_position_embeddings 131072; read 2026-12-03. Parameters 116.8e9 (model card: 117B). "
+                    "Expert weights in MXFP4, as for gpt-oss-20b.",
+}
+"""Where each hybrid preset's numbers come from (HF ``config.json`` fields, by model repository, date read)."""
+
 
 def get_model(name: str | ModelSpec, dtype: str | None = None) -> ModelSpec:
     """A preset by name (case-insensitive), optionally with another cache ``dtype``.
@@ -139,11 +189,12 @@ def get_model(name: str | ModelSpec, dtype: str | None = None) -> ModelSpec:
     if isinstance(name, ModelSpec):
         spec = name
     else:
-        by_lower = {k.lower(): v for k, v in MODELS.items()}
+        by_lower = {k.lower(): v for k, v in {**MODELS, **HYBRID_MODELS}.items()}
+        names = ", ".join([*MODELS, *HYBRID_MODELS])
         if not isinstance(name, str):
-            raise TypeError(f"model must be a ModelSpec or a preset name ({', '.join(MODELS)}); got {name!r}")
+            raise TypeError(f"model must be a ModelSpec or a preset name ({names}); got {name!r}")
         if name.lower() not in by_lower:
-            raise ValueError(f"model must be a ModelSpec or one of {', '.join(MODELS)}; got {name!r}")
+            raise ValueError(f"model must be a ModelSpec or one of {names}; got {name!r}")
         spec = by_lower[name.lower()]
     return spec if dtype is None else spec.with_dtype(dtype)
 
@@ -243,3 +294,126 @@ def kv_capacity(model: str | ModelSpec, gpu_memory_bytes: int, *, weight_bytes: 
     c_tok = bytes_per_token(spec)
     blocks = budget // (S * c_tok)
     return KVCapacity(kv_bytes=budget, bytes_per_token=c_tok, block_size=S, tokens=blocks * S, blocks=blocks)
+
+
+# ---------------------------------------------------------------- hybrid models: sliding-window + full attention
+
+def _layer_token_bytes(spec: ModelSpec) -> int:
+    """Bytes one token occupies in one layer (K and V, or the MLA latent): ``C_tok / L``."""
+    return bytes_per_token(spec) // spec.num_layers
+
+
+def as_full_attention(model: str | ModelSpec) -> ModelSpec:
+    """The same model with every layer full attention: the twin a hybrid model is compared with."""
+    spec = get_model(model)
+    return replace(spec, name=f"{spec.name} (all full attention)", sliding_window=None, num_sliding_layers=0)
+
+
+def hybrid_kv_bytes(model: str | ModelSpec, num_tokens: int, dtype: str | None = None) -> int:
+    """Bytes of KV cache one request of ``T`` tokens needs, with no block rounding.
+
+    A full-attention layer keeps all ``T`` tokens; a sliding-window layer only the last
+    ``min(T, W)``: ``(C_tok / L) * (L_full * T + L_sliding * min(T, W))``. For a model without
+    sliding layers this is ``T * C_tok`` (Eq. 1 times ``T``).
+    """
+    spec = get_model(model, dtype)
+    T = check_int("num_tokens", num_tokens, minimum=0)
+    kept = spec.num_full_layers * T + spec.num_sliding_layers * min(T, spec.sliding_window or 0)
+    return _layer_token_bytes(spec) * kept
+
+
+def mean_bytes_per_token(model: str | ModelSpec, num_tokens: int, dtype: str | None = None) -> float:
+    """``hybrid_kv_bytes / T``: what one token of a ``T``-token request costs on average (bytes).
+
+    Equal to ``C_tok`` while ``T <= W``; it falls toward ``C_tok * L_full / L`` as ``T`` grows.
+    """
+    T = check_int("num_tokens", num_tokens, minimum=1)
+    return hybrid_kv_bytes(model, T, dtype) / T
+
+
+@dataclass(frozen=True)
+class KVCacheGroups:
+    """vLLM's KV-cache groups for a model: every group has ``group_layers`` layers (padding included)
+    of one attention type, so that every block (page) of the one pool has the same size."""
+
+    group_layers: int
+    full_groups: int
+    sliding_groups: int
+    padding_layers: int
+
+    @property
+    def num_groups(self) -> int:
+        return self.full_groups + self.sliding_groups
+
+
+def kv_cache_groups(model: str | ModelSpec) -> KVCacheGroups:
+    """Group layers as vLLM's hybrid manager does (``docs/design/hybrid_kv_cache_manager.md``, case 3).
+
+    A group holds ``min(L_full, L_sliding)`` layers; the last group of a type is padded up to
+    that size. Gemma 3 27B: groups of 10, one full and six sliding, 8 padding layers. A model
+    without sliding layers is one group of all ``L`` layers.
+    """
+    spec = get_model(model)
+    full, sliding = spec.num_full_layers, spec.num_sliding_layers
+    if sliding == 0 or full == 0:
+        return KVCacheGroups(spec.num_layers, int(full > 0), int(sliding > 0), 0)
+    g = min(full, sliding)
+    fg, sg = -(-full // g), -(-sliding // g)
+    return KVCacheGroups(g, fg, sg, (fg + sg) * g - full - sliding)
+
+
+def window_blocks(num_tokens: int, window: int, block_size: int) -> int:
+    """Blocks a sliding-window layer holds for a request of ``T`` tokens once their step is done.
+
+    The next token (position ``T``) attends to positions ``T - W + 1 .. T``, so blocks wholly
+    before position ``max(0, T - W + 1)`` are freed: ``ceil(T / S) - max(0, T - W + 1) // S``.
+    """
+    T = check_int("num_tokens", num_tokens, minimum=0)
+    W = check_int("window", window, minimum=1)
+    S = check_int("block_size", block_size, minimum=1)
+    return blocks_needed(T, S) - max(0, T - W + 1) // S if T else 0
+
+
+def hybrid_blocks_per_request(model: str | ModelSpec, num_tokens: int, block_size: int = 16) -> int:
+    """Blocks (pages) one request of ``T`` tokens holds in the shared pool: every full group
+    ``ceil(T / S)``, every sliding group :func:`window_blocks`."""
+    spec, groups = get_model(model), kv_cache_groups(model)
+    T = check_int("num_tokens", num_tokens, minimum=0)
+    S = check_int("block_size", block_size, minimum=1)
+    sliding = window_blocks(T, spec.sliding_window, S) if groups.sliding_groups else 0
+    return groups.full_groups * blocks_needed(T, S) + groups.sliding_groups * sliding
+
+
+@dataclass(frozen=True)
+class HybridCapacity:
+    """How many requests of one length fit a GPU's KV cache, with vLLM's grouping into equal pages."""
+
+    kv_bytes: int
+    page_bytes: int
+    pages: int
+    blocks_per_request: int
+    requests: int
+    padding_layers: int
+
+
+def hybrid_kv_capacity(model: str | ModelSpec, gpu_memory_bytes: int, request_tokens: int, *,
+                       weight_bytes: int | None = None, other_bytes: int = 0, utilization: float = 0.9,
+                       block_size: int = 16, dtype: str | None = None) -> HybridCapacity:
+    """Requests of ``request_tokens`` tokens each that fit at once, for a hybrid model or any other.
+
+    The budget is :func:`kv_capacity`'s ``kv_bytes``. A page holds ``S`` tokens of one group's
+    ``group_layers`` layers: ``page_bytes = group_layers * S * C_tok / L``; ``pages = kv_bytes //
+    page_bytes`` and ``requests = pages // hybrid_blocks_per_request``. For a model without
+    sliding layers, ``pages`` equals :func:`kv_capacity`'s ``blocks``. Compare a hybrid model with
+    :func:`as_full_attention` of it, passing the same ``weight_bytes``.
+    """
+    spec = get_model(model, dtype)
+    T = check_int("request_tokens", request_tokens, minimum=1)
+    flat = kv_capacity(spec, gpu_memory_bytes, weight_bytes=weight_bytes, other_bytes=other_bytes,
+                       utilization=utilization, block_size=block_size)
+    groups = kv_cache_groups(spec)
+    page = groups.group_layers * flat.block_size * _layer_token_bytes(spec)
+    pages = flat.kv_bytes // page
+    per_request = hybrid_blocks_per_request(spec, T, flat.block_size)
+    return HybridCapacity(kv_bytes=flat.kv_bytes, page_bytes=page, pages=pages, blocks_per_request=per_request,
+                          requests=pages // per_request, padding_layers=groups.padding_layers)

@@ -8,6 +8,9 @@
 * :mod:`.block_hash`, :mod:`.hashed_prefix_cache`: vLLM v1's hash-chained prefix cache beside the
   tree (one dict from chain key to block; :class:`~.hashed_prefix_cache.HashedBlockManager`), the
   block hashes on offer, and the birthday bound on a wrong hit.
+* :mod:`.hybrid_manager`, :mod:`.hybrid_prefix_hits`: hybrid models (sliding-window + full attention),
+  one block table per KV-cache group in one pool; out-of-window blocks freed; hits scanned per group
+  (full left to right, sliding right to left) and intersected.
 * :mod:`.slot_mapping`: logical position -> physical slot, ``table[p // S] * S + p % S``.
 * :mod:`.invariants`, :mod:`.stats`: what must always hold, and the ledger figures of live state.
 * :mod:`.contiguous`: contiguous reservation (max, pow2, oracle) in a first-fit arena.

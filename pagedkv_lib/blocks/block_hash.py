@@ -100,15 +100,17 @@ def block_hash(parent, tokens: Sequence[int], extra_keys: tuple = (), *, hash_fn
     return get_hash_fn(hash_fn)(parent, tuple(tokens), tuple(extra_keys))
 
 
-def chain_hashes(tokens: Sequence[int], block_size: int, *, salt=None,
-                 hash_fn: str | BlockHashFn = "sha256") -> list:
-    """The keys of every full block of ``tokens``, each chained to the one before; ``salt`` enters block 0 only.
+def chain_hashes(tokens: Sequence[int], block_size: int, *, salt=None, hash_fn: str | BlockHashFn = "sha256",
+                 start: int = 0, parent=None) -> list:
+    """The keys of the full blocks of ``tokens`` from block ``start`` on, each chained to the one before.
 
-    A trailing partly filled block has no key (only full blocks are cached).
+    ``salt`` enters block 0 only; ``parent`` is the key of block ``start - 1`` (None when
+    ``start`` is 0), so a request's keys can be extended as it grows. A trailing partly filled
+    block has no key (only full blocks are cached).
     """
     fn, S = get_hash_fn(hash_fn), check_int("block_size", block_size, minimum=1)
-    keys, parent = [], None
-    for i in range(len(tokens) // S):
+    keys = []
+    for i in range(start, len(tokens) // S):
         parent = fn(parent, tuple(tokens[i * S:(i + 1) * S]), (salt,) if i == 0 and salt is not None else ())
         keys.append(parent)
     return keys

@@ -84,6 +84,16 @@ class HashedPrefixCache:
             if parent not in block_of:
                 block_of[parent] = b
 
+    def cached_block(self, key) -> int | None:
+        """The block cached under ``key``, or None (a lookup by any key: the hybrid manager's ``(group, key)``)."""
+        return self._block_of.get(key)
+
+    def name_block(self, block: int, key) -> None:
+        """``block`` holds the states named ``key``; it becomes their cached block unless one is cached already."""
+        self._key_of[block] = key
+        if key not in self._block_of:
+            self._block_of[key] = block
+
     def node_of(self, block: int):
         """The key of the states ``block`` holds (None: partly filled or free uncached): the tree's node."""
         return self._key_of[block]

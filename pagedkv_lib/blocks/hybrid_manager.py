@@ -1,0 +1,228 @@
+"""A block manager for hybrid models: one block table per KV-cache group, one pool, one page size.
+
+Hybrid models (Gemma 3, gpt-oss) mix full-attention layers, which read every earlier token,
+with sliding-window layers, which read only the last ``W``. vLLM's hybrid KV cache manager
+(``docs/design/hybrid_kv_cache_manager.md``) groups the layers so that every group has the
+same number of layers (:func:`~pagedkv_lib.accounting.kv_cache_groups`) and so blocks of one
+size; then
+
+* **one block table per group.** A request of ``T`` tokens holds ``ceil(T / S)`` blocks in a
+  full-attention group. A sliding-window group holds only the blocks the next token's window
+  reaches (``None`` stands for a block it no longer holds, vLLM's null block):
+  :func:`~pagedkv_lib.accounting.window_blocks`;
+* **blocks that fall out of the window are freed**, at the end of the call that wrote the
+  tokens (a prompt's prefill writes every block, then frees those behind the window); a freed
+  full block stays cached, in the one LRU queue every group shares (:class:`~.pool.BlockPool`);
+* **prefix caching per group.** A full block is cached under ``(group, chain key)``
+  (:mod:`.block_hash`), so the same tokens are cached and evicted in each group on its own.
+  A prompt's hit is the longest prefix that is a hit in every group: full attention scanned
+  left to right, sliding window right to left, then intersected (:mod:`.hybrid_prefix_hits`);
+  the block of the last prompt token is always computed.
+
+Not here (the plain :class:`~.manager.BlockManager` has them): fork and copy-on-write.
+Failing calls raise before changing anything, as there.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..accounting import blocks_needed, get_model, kv_cache_groups
+from ..errors import InvariantError, OutOfBlocksError, UnknownRequestError
+from ..validation import check_int, check_new_id, check_salt, check_token_ids
+from .block_hash import BlockHashFn, chain_hashes, get_hash_fn
+from .hashed_prefix_cache import HashedPrefixCache
+from .hybrid_prefix_hits import full_attention_hit, longest_common_hit, sliding_window_hit
+from .pool import BlockPool
+
+
+class _HybridRequest:
+    """One live request: its tokens, the chain keys of its full blocks, and one table per group."""
+
+    __slots__ = ("tokens", "keys", "tables", "salt")
+
+    def __init__(self, tokens: list[int], keys: list, tables: list[list[int | None]], salt):
+        self.tokens, self.keys, self.tables, self.salt = tokens, keys, tables, salt
+
+
+class HybridBlockManager:
+    """``num_blocks`` blocks of ``block_size`` tokens shared by KV-cache groups; ``windows[g]`` is group
+    ``g``'s sliding window in tokens, or ``None`` for full attention (at least one group must be full)."""
+
+    def __init__(self, num_blocks: int, block_size: int, windows: Sequence[int | None], *,
+                 enable_prefix_caching: bool = True, hash_fn: str | BlockHashFn = "sha256"):
+        self.num_blocks = check_int("num_blocks", num_blocks, minimum=1)
+        self.block_size = check_int("block_size", block_size, minimum=1)
+        self.windows = tuple(None if w is None else check_int("windows", w, minimum=1) for w in windows)
+        if None not in self.windows:
+            raise ValueError(f"windows must name at least one full-attention group (None), got {list(windows)!r}")
+        if not isinstance(enable_prefix_caching, bool):
+            raise TypeError(f"enable_prefix_caching must be True or False, got {enable_prefix_caching!r}")
+        self.enable_prefix_caching = enable_prefix_caching
+        self._cache = HashedPrefixCache(self.num_blocks, get_hash_fn(hash_fn))
+        self._pool = BlockPool(self.num_blocks, self._cache)
+        self._requests: dict[str, _HybridRequest] = {}
+
+    @classmethod
+    def for_model(cls, model, num_blocks: int, block_size: int = 16, **kwargs) -> HybridBlockManager:
+        """A manager with ``model``'s groups (:func:`~pagedkv_lib.accounting.kv_cache_groups`): full ones first."""
+        spec, groups = get_model(model), kv_cache_groups(model)
+        windows = [None] * groups.full_groups + [spec.sliding_window] * groups.sliding_groups
+        return cls(num_blocks, block_size, windows, **kwargs)
+
+    # ----------------------------------------------------------------- the algorithm
+
+    def add_request(self, request_id: str, prompt_token_ids: Sequence[int], *, salt=None) -> int:
+        """Prefill a prompt in every group; return the prompt tokens served from the cache (a multiple of S)."""
+        check_new_id("request_id", request_id, self._requests)
+        tokens = list(check_token_ids("prompt_token_ids", prompt_token_ids))
+        if not tokens:
+            raise ValueError(f"prompt_token_ids must hold at least one token, got an empty prompt for {request_id!r}")
+        check_salt("salt", salt)
+        S, T = self.block_size, len(tokens)
+        keys = chain_hashes(tokens, S, salt=salt, hash_fn=self._cache.hash_fn) if self.enable_prefix_caching else []
+        h = self._longest_hit(keys[:(T - 1) // S])
+        hit_tables = [[self._cache.cached_block((g, keys[i])) if i >= self._first_kept(g, h * S) else None
+                       for i in range(h)] for g in range(len(self.windows))]
+        hits = [b for table in hit_tables for b in table if b is not None]
+        need = len(self.windows) * (blocks_needed(T, S) - h)
+        free = self._pool.num_free - [self._pool.ref_count(b) for b in hits].count(0)
+        if need > free:
+            raise OutOfBlocksError(f"request {request_id!r} needs {need} new blocks of {S} token slots in "
+                                   f"{len(self.windows)} groups for its {T}-token prompt ({h} blocks from the "
+                                   f"prefix cache), but only {free} of {self.num_blocks} blocks are free")
+        self._pool.share(hits)  # first, so that take() cannot evict a block this prompt hits
+        req = _HybridRequest(tokens, keys, [t + self._pool.take(blocks_needed(T, S) - h) for t in hit_tables], salt)
+        self._name_full_blocks(req, h)
+        self._drop_out_of_window(req)
+        self._requests[request_id] = req
+        return h * S
+
+    def append_tokens(self, request_id: str, token_ids: Sequence[int]) -> None:
+        """Write generated tokens in every group: new blocks as needed, full ones cached, old ones out of window freed."""
+        req = self._request(request_id)
+        new = check_token_ids("token_ids", token_ids)
+        S, T = self.block_size, len(req.tokens)
+        grow = blocks_needed(T + len(new), S) - blocks_needed(T, S)
+        if grow * len(self.windows) > self._pool.num_free:
+            raise OutOfBlocksError(f"request {request_id!r} needs {grow * len(self.windows)} new blocks to append "
+                                   f"{len(new)} tokens to its {T}, but only {self._pool.num_free} are free")
+        full = len(req.keys)
+        req.tokens += new
+        for table in req.tables:
+            table += self._pool.take(grow)
+        if self.enable_prefix_caching:
+            req.keys += chain_hashes(req.tokens, S, salt=req.salt, hash_fn=self._cache.hash_fn, start=full,
+                                     parent=req.keys[-1] if full else None)
+        self._name_full_blocks(req, full)
+        self._drop_out_of_window(req)
+
+    def free(self, request_id: str) -> None:
+        """Release every group's blocks, group by group, each table tail first."""
+        req = self._request(request_id)
+        del self._requests[request_id]
+        for table in req.tables:
+            self._pool.release([b for b in reversed(table) if b is not None])
+
+    def _longest_hit(self, keys: list) -> int:
+        """Blocks of the longest prefix cached in every group (full attention first, then each window)."""
+        scans, cached = [], self._cache.cached_block
+        for w in dict.fromkeys(self.windows):  # one scan per attention type, full (None) first
+            groups = [g for g, gw in enumerate(self.windows) if gw == w]
+            hit = lambda i, groups=groups: all(cached((g, keys[i])) is not None for g in groups)  # noqa: E731
+            if w is None:
+                scans.append(lambda limit, hit=hit: full_attention_hit(hit, limit))
+            else:
+                scans.append(lambda limit, hit=hit, w=w: sliding_window_hit(hit, limit, w, self.block_size))
+        return longest_common_hit(scans, len(keys))
+
+    def _first_kept(self, group: int, num_tokens: int) -> int:
+        """The first block group ``group`` holds for a request of ``num_tokens`` tokens (0 for full attention)."""
+        w = self.windows[group]
+        return 0 if w is None else max(0, num_tokens - w + 1) // self.block_size
+
+    def _name_full_blocks(self, req: _HybridRequest, start: int) -> None:
+        """Cache blocks ``start ..`` that are full, in every group that still holds them."""
+        for g, table in enumerate(req.tables):
+            for i in range(start, len(req.keys)):
+                if table[i] is not None:
+                    self._cache.name_block(table[i], (g, req.keys[i]))
+
+    def _drop_out_of_window(self, req: _HybridRequest) -> None:
+        """Free, tail first, the blocks a sliding-window group holds behind the next token's window."""
+        for g, table in enumerate(req.tables):
+            stop = self._first_kept(g, len(req.tokens))
+            dropped = [table[i] for i in range(stop - 1, -1, -1) if table[i] is not None]
+            for i in range(stop):
+                table[i] = None
+            self._pool.release(dropped)
+
+    def _request(self, request_id) -> _HybridRequest:
+        try:
+            return self._requests[request_id]
+        except (KeyError, TypeError):
+            raise UnknownRequestError(f"request_id {request_id!r} is not a live request (never added, or already "
+                                      f"freed); {len(self._requests)} requests are live") from None
+
+    # ----------------------------------------------------------------- queries (change nothing)
+
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks an allocation could use now (free uncached plus cached free)."""
+        return self._pool.num_free
+
+    def request_ids(self) -> list[str]:
+        return list(self._requests)
+
+    def block_tables(self, request_id: str) -> list[list[int | None]]:
+        """One table per group (copies); ``None`` where a sliding-window group holds no block."""
+        return [list(t) for t in self._request(request_id).tables]
+
+    def num_tokens(self, request_id: str) -> int:
+        return len(self._request(request_id).tokens)
+
+    def ref_count(self, block_id: int) -> int:
+        return self._pool.ref_count(check_int("block_id", block_id, minimum=0, maximum=self.num_blocks - 1))
+
+    def free_queue(self) -> tuple[list[int], list[int]]:
+        """Free block ids in the order allocation uses them: ``(uncached, cached)``, cached ones LRU first."""
+        return self._pool.free_blocks()
+
+    def check_invariants(self) -> None:
+        """Raise :class:`InvariantError` naming the first broken invariant (recomputed from scratch).
+
+        * every group's table has ``ceil(T / S)`` entries; a full-attention group holds a block in
+          each, a sliding-window group exactly from the first block the next token's window reaches;
+        * no table holds a block twice, and only full (named) blocks are shared, through prefix
+          hits; ref counts count the tables holding a block, which is free exactly when none does;
+        * a held full block is named by ``(group, chain key of its prefix)``, a partial one by nothing;
+          a cached free block is one the cache serves.
+        """
+        S, held = self.block_size, {}
+        for rid, req in self._requests.items():
+            keys = chain_hashes(req.tokens, S, salt=req.salt, hash_fn=self._cache.hash_fn)
+            for g, table in enumerate(req.tables):
+                _require(len(table) == blocks_needed(len(req.tokens), S), f"group {g} of {rid!r}: ceil(T/S) entries")
+                first = self._first_kept(g, len(req.tokens))
+                for i, b in enumerate(table):
+                    _require((b is None) == (i < first), f"group {g} of {rid!r} holds the wrong blocks of its window")
+                    if b is None:
+                        continue
+                    _require(held.get(b, (None,))[0] != rid, f"block {b} is held twice by {rid!r}")
+                    name = self._cache.node_of(b)
+                    _require(b not in held or name is not None, f"partial block {b} is shared")
+                    held[b] = (rid, held.get(b, (None, 0))[1] + 1)
+                    want = (g, keys[i]) if self.enable_prefix_caching and i < len(keys) else None
+                    _require(name == want, f"block {b} (group {g}, index {i} of {rid!r}) is named wrongly")
+        uncached, cached = self.free_queue()
+        free = set(uncached) | set(cached)
+        _require(len(free) == len(uncached) + len(cached), "a block appears twice in the free queue")
+        for b in range(self.num_blocks):
+            _require(self._pool.ref_count(b) == held.get(b, (None, 0))[1], f"ref count of block {b} is not its holders")
+            _require((b in free) != (b in held), f"block {b} must be free or held, never both or neither")
+        _require(all(self._cache.is_cached(b) for b in cached), "a cached free block is not served by the cache")
+        _require(all(self._cache.node_of(b) is None for b in uncached), "an uncached free block still has a name")
+
+
+def _require(condition: bool, invariant: str) -> None:
+    if not condition:
+        raise InvariantError(f"invariant broken: {invariant}")

@@ -1,0 +1,235 @@
+"""Hybrid models (sliding-window + full-attention layers): the grouped block manager and its accounting.
+
+The worked examples of vLLM's ``docs/design/hybrid_kv_cache_manager.md`` come first (allocation
+of a 112-token request; a full-attention hit found left to right; the sliding-window hits of a
+15-token prompt, found right to left), then property tests: after every random operation the
+manager's invariants hold, every prompt's hit is the longest prefix a brute-force check accepts
+in every group, and a manager whose groups are all full attention behaves exactly like the plain
+block manager.
+"""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pagedkv_lib import accounting as acc
+from pagedkv_lib.accounting import ModelSpec
+from pagedkv_lib.blocks.hybrid_manager import HybridBlockManager
+from pagedkv_lib.blocks.hybrid_prefix_hits import full_attention_hit, longest_common_hit, sliding_window_hit
+from pagedkv_lib.blocks.manager import BlockManager
+from pagedkv_lib.errors import InvariantError, OutOfBlocksError
+
+# The doc's case-2 model: 10 full-attention and 20 sliding-window layers of one kv hidden size.
+DOC_MODEL = ModelSpec("doc case 2", 30, 1, 64, sliding_window=32, num_sliding_layers=20)
+
+
+# ------------------------------------------------------------------ the doc's worked examples
+
+def test_doc_allocation_example_112_tokens_take_11_blocks():
+    """Block size 16, window 32, 112 tokens: 7 blocks for the full group, 2 for each sliding group."""
+    groups = acc.kv_cache_groups(DOC_MODEL)
+    assert (groups.group_layers, groups.full_groups, groups.sliding_groups) == (10, 1, 2)
+    bm = HybridBlockManager.for_model(DOC_MODEL, num_blocks=64, block_size=16)
+    assert bm.windows == (None, 32, 32)
+    bm.add_request("r", list(range(112)))
+    full, sw1, sw2 = bm.block_tables("r")
+    assert len(full) == len(sw1) == len(sw2) == 7
+    assert None not in full
+    assert sw1[:5] == sw2[:5] == [None] * 5          # the doc's "/": no block for early tokens
+    assert None not in sw1[5:] + sw2[5:]
+    held = {b for t in (full, sw1, sw2) for b in t if b is not None}
+    assert len(held) == 11 == acc.hybrid_blocks_per_request(DOC_MODEL, 112, 16)
+    assert 64 - bm.num_free_blocks == 11
+    bm.check_invariants()
+
+
+def test_doc_full_attention_hit_is_scanned_left_to_right():
+    cached = {0, 1, 2, 3, 4, 5, 6, 8, 9}              # block 7 missing: later ones do not count
+    assert full_attention_hit(cached.__contains__, 10) == 7
+    assert full_attention_hit(cached.__contains__, 3) == 3
+
+
+def test_doc_sliding_window_hits_of_a_15_token_prompt():
+    """Window 4, block size 1, 15-token prompt: hits of 5, 6 and 14 tokens are possible; 14 is found first."""
+    cached = {2, 3, 4, 5, 11, 12, 13}
+    valid = [h for h in range(15) if all(i in cached for i in range(max(0, h - 4 + 1), h))]
+    assert valid == [0, 5, 6, 14]
+    assert sliding_window_hit(cached.__contains__, 14, window=4, block_size=1) == 14
+    assert sliding_window_hit(cached.__contains__, 13, window=4, block_size=1) == 6
+    assert sliding_window_hit(cached.__contains__, 5, window=4, block_size=1) == 5
+    assert sliding_window_hit(cached.__contains__, 4, window=4, block_size=1) == 0
+
+
+def test_doc_intersection_takes_the_sliding_hit_within_the_full_hit():
+    full_cached, sw_cached = set(range(10)), {2, 3, 4, 5, 11, 12, 13}
+    scans = [lambda lim: full_attention_hit(full_cached.__contains__, lim),
+             lambda lim: sliding_window_hit(sw_cached.__contains__, lim, 4, 1)]
+    assert longest_common_hit(scans, 14) == 6
+
+
+# ------------------------------------------------------------------ the manager under random traces
+
+def _valid_hit(bm, keys, h):
+    """Brute force: does every group still hold every block the token after an ``h``-block prefix reads?"""
+    S = bm.block_size
+    for g, w in enumerate(bm.windows):
+        first = 0 if w is None else max(0, h * S - w + 1) // S
+        if any(bm._cache.cached_block((g, keys[i])) is None for i in range(first, h)):
+            return False
+    return True
+
+
+@st.composite
+def hybrid_traces(draw):
+    ops, live, n = [], [], 0
+    base = draw(st.lists(st.integers(0, 2), min_size=0, max_size=24))
+    for _ in range(draw(st.integers(1, 30))):
+        kind = draw(st.sampled_from(["add", "add", "append", "append", "free"]))
+        if kind == "add" or not live:
+            n += 1
+            cut = draw(st.integers(0, len(base)))
+            ops.append(("add", f"r{n}", base[:cut] + draw(st.lists(st.integers(0, 2), min_size=1, max_size=8))))
+            live.append(f"r{n}")
+        elif kind == "append":
+            ops.append(("append", draw(st.sampled_from(live)), draw(st.lists(st.integers(0, 2), max_size=7))))
+        else:
+            rid = draw(st.sampled_from(live))
+            live.remove(rid)
+            ops.append(("free", rid))
+    return ops
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=hybrid_traces(), S=st.sampled_from([1, 2, 4]), num_blocks=st.integers(6, 60),
+       windows=st.lists(st.one_of(st.none(), st.integers(1, 9)), min_size=1, max_size=4))
+def test_invariants_hold_and_every_hit_is_the_longest_valid_one(ops, S, num_blocks, windows):
+    windows = [None] + windows
+    bm, live = HybridBlockManager(num_blocks, S, windows, hash_fn="blake2b-64"), set()
+    for kind, rid, *arg in ops:
+        if kind != "add" and rid not in live:
+            continue
+        try:
+            if kind == "add":
+                from pagedkv_lib.blocks.block_hash import chain_hashes
+                keys = chain_hashes(arg[0], S, hash_fn="blake2b-64")
+                limit = (len(arg[0]) - 1) // S
+                best = max(h for h in range(limit + 1) if _valid_hit(bm, keys, h))
+                assert bm.add_request(rid, arg[0]) == best * S
+                live.add(rid)
+            elif kind == "append":
+                bm.append_tokens(rid, arg[0])
+            else:
+                bm.free(rid)
+                live.discard(rid)
+        except OutOfBlocksError:
+            pass
+        bm.check_invariants()
+        for r in live:  # a sliding group never holds more than its window needs
+            T = bm.num_tokens(r)
+            for w, table in zip(bm.windows, bm.block_tables(r)):
+                held = sum(b is not None for b in table)
+                assert held == (acc.blocks_needed(T, S) if w is None else acc.window_blocks(T, w, S))
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops=hybrid_traces(), S=st.sampled_from([1, 2, 4]), num_blocks=st.integers(4, 30))
+def test_with_only_full_attention_it_is_the_plain_block_manager(ops, S, num_blocks):
+    hybrid, plain, live = HybridBlockManager(num_blocks, S, [None]), BlockManager(num_blocks, S), set()
+    for kind, rid, *arg in ops:
+        if kind != "add" and rid not in live:
+            continue
+        results = []
+        for bm in (hybrid, plain):
+            try:
+                results.append(bm.add_request(rid, arg[0]) if kind == "add" else
+                               bm.append_tokens(rid, arg[0]) if kind == "append" else bm.free(rid))
+            except OutOfBlocksError:
+                results.append(OutOfBlocksError)
+        assert results[0] == results[1] or kind == "append" and results == [None, []]
+        if results[1] is not OutOfBlocksError:
+            (live.add if kind == "add" else live.discard if kind == "free" else lambda r: None)(rid)
+        assert hybrid.free_queue() == plain.free_queue()
+        assert {r: hybrid.block_tables(r)[0] for r in live} == {r: plain.block_table(r) for r in live}
+
+
+def test_out_of_blocks_changes_nothing_and_bad_arguments_are_named():
+    bm = HybridBlockManager(6, 4, [None, 4])
+    bm.add_request("a", list(range(9)))
+    before = (bm.free_queue(), bm.block_tables("a"))
+    with pytest.raises(OutOfBlocksError):
+        bm.add_request("b", list(range(100, 120)))
+    with pytest.raises(OutOfBlocksError):
+        bm.append_tokens("a", list(range(20)))
+    assert (bm.free_queue(), bm.block_tables("a")) == before
+    bm.check_invariants()
+    with pytest.raises(ValueError, match="windows"):
+        HybridBlockManager(8, 4, [16, 16])
+    with pytest.raises(ValueError, match="windows"):
+        HybridBlockManager(8, 4, [None, 0])
+
+
+def test_the_invariant_check_catches_a_block_kept_behind_the_window():
+    bm = HybridBlockManager(32, 2, [None, 2])
+    bm.add_request("a", list(range(9)))
+    req = bm._requests["a"]
+    req.tables[1][0] = req.tables[0][0]  # pretend the sliding group still holds block 0
+    with pytest.raises(InvariantError, match="window"):
+        bm.check_invariants()
+
+
+def test_gemma_3_preset_groups_and_blocks():
+    spec = acc.get_model("Gemma-3-27B")
+    assert (spec.num_layers, spec.num_sliding_layers, spec.num_full_layers, spec.sliding_window) == (62, 52, 10, 1024)
+    assert acc.kv_cache_groups(spec) == acc.KVCacheGroups(10, 1, 6, 8)
+    bm = HybridBlockManager.for_model(spec, num_blocks=2000, block_size=16)
+    bm.add_request("r", list(range(3000)))
+    held = {b for t in bm.block_tables("r") for b in t if b is not None}
+    assert len(held) == acc.hybrid_blocks_per_request(spec, 3000, 16) == 188 + 6 * 65  # the window straddles 65 blocks
+    assert "Gemma-3-27B" in acc.HYBRID_SOURCES and "gpt-oss-20b" in acc.HYBRID_SOURCES
+
+
+# ------------------------------------------------------------------ accounting for hybrid models
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.sampled_from(sorted(acc.HYBRID_MODELS)), T=st.integers(1, 200_000), S=st.sampled_from([1, 16, 32]))
+def test_hybrid_bytes_against_the_full_attention_twin(name, T, S):
+    spec, twin = acc.get_model(name), acc.as_full_attention(name)
+    hybrid, full = acc.hybrid_kv_bytes(spec, T), acc.hybrid_kv_bytes(twin, T)
+    assert full == T * acc.bytes_per_token(spec) == T * acc.bytes_per_token(twin)
+    assert (hybrid == full) if T <= spec.sliding_window else (hybrid < full)
+    layer = acc.bytes_per_token(spec) // spec.num_layers
+    assert hybrid == layer * (spec.num_full_layers * T + spec.num_sliding_layers * min(T, spec.sliding_window))
+    # What the grouped pages hold covers what the layers keep between steps (rounding and padding only
+    # add): a sliding layer keeps the W - 1 tokens before the next one, whose own K/V the next step writes.
+    groups = acc.kv_cache_groups(spec)
+    pages = acc.hybrid_blocks_per_request(spec, T, S) * groups.group_layers * S * layer
+    kept = layer * (spec.num_full_layers * T + spec.num_sliding_layers * min(T, spec.sliding_window - 1))
+    assert pages >= kept
+    assert acc.mean_bytes_per_token(spec, T) == hybrid / T
+
+
+@given(name=st.sampled_from(sorted(acc.MODELS)), T=st.integers(1, 100_000), S=st.sampled_from([8, 16]))
+def test_hybrid_capacity_of_a_full_attention_model_is_kv_capacity(name, T, S):
+    flat = acc.kv_capacity(name, 80 * acc.GiB, weight_bytes=0, block_size=S)
+    cap = acc.hybrid_kv_capacity(name, 80 * acc.GiB, T, weight_bytes=0, block_size=S)
+    assert cap.pages == flat.blocks and cap.page_bytes == flat.block_bytes
+    assert cap.requests == flat.blocks // acc.blocks_needed(T, S)
+
+
+def test_a_hybrid_model_fits_more_long_requests_than_its_full_attention_twin():
+    for name in acc.HYBRID_MODELS:
+        hybrid = acc.hybrid_kv_capacity(name, 80 * acc.GiB, 32_768, weight_bytes=0)
+        twin = acc.hybrid_kv_capacity(acc.as_full_attention(name), 80 * acc.GiB, 32_768, weight_bytes=0)
+        assert hybrid.requests > twin.requests
+    # Short requests: Gemma 3's 8 padding layers make the grouped hybrid cost more than its twin.
+    short = acc.hybrid_kv_capacity("Gemma-3-27B", 80 * acc.GiB, 512, weight_bytes=0)
+    twin = acc.hybrid_kv_capacity(acc.as_full_attention("Gemma-3-27B"), 80 * acc.GiB, 512, weight_bytes=0)
+    assert short.requests < twin.requests and short.padding_layers == 8
+
+
+def test_hybrid_model_specs_are_checked():
+    with pytest.raises(ValueError, match="sliding_window"):
+        ModelSpec("x", 4, 1, 8, num_sliding_layers=2)
+    with pytest.raises(ValueError, match="num_sliding_layers"):
+        ModelSpec("x", 4, 1, 8, sliding_window=16, num_sliding_layers=5)
+    with pytest.raises(ValueError, match="window"):
+        acc.window_blocks(10, 0, 4)
+    assert acc.window_blocks(112, 32, 16) == 2 and acc.window_blocks(0, 32, 16) == 0

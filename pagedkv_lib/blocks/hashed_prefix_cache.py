@@ -46,6 +46,7 @@ class HashedPrefixCache:
         self.hash_fn = hash_fn
         self._block_of: dict = {}                                # key -> cached block
         self._key_of: list = [None] * num_blocks                 # block id -> key of its states
+        self.on_evict = None  # called with a key as its block is evicted (a lower tier can keep a copy)
 
     def __len__(self) -> int:
         """Keys the cache serves (one cached block each)."""
@@ -112,8 +113,11 @@ class HashedPrefixCache:
 
     def evict(self, block: int) -> None:
         """Cached free ``block`` is reused for other tokens: its key no longer serves anything."""
-        del self._block_of[self._key_of[block]]
+        key = self._key_of[block]
+        del self._block_of[key]
         self._key_of[block] = None
+        if self.on_evict is not None:
+            self.on_evict(key)
 
     # ---------------------------------------------------------------- read-only view (invariants, tests)
 

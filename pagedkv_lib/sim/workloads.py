@@ -234,6 +234,75 @@ def poisson_arrivals(trace: Trace, rate_per_s: float, *, seed: int = 0) -> Trace
     return replace(trace, arrival_s=np.cumsum(gaps), name=f"{trace.name} {rate:g}/s")
 
 
+@dataclass(frozen=True, eq=False)
+class ConversationTrace:
+    """Multi-turn conversations as token ids: turn ``k`` of a conversation sends everything so far.
+
+    Request ``r`` (in arrival order) is turn ``turn[r]`` of conversation ``conversation[r]``;
+    ``prompts[r]`` is its prompt (the previous turn's prompt and answer, then a new user
+    message; turn 0 starts with one of the shared system prompts) and ``answers[r]`` the tokens
+    it generates; ``arrival_s[r]`` is non-decreasing.
+    """
+
+    prompts: list
+    answers: list
+    arrival_s: np.ndarray
+    conversation: np.ndarray
+    turn: np.ndarray
+    name: str = "conversations"
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+
+def multi_turn_conversations(num_conversations: int = 200, *, turns: tuple[int, int] = (2, 8),
+                             system_prompts: int = 4, system_tokens: int = 512, user_mean: float = 60.0,
+                             answer_mean: float = 200.0, conversations_per_s: float = 2.0, think_s: float = 30.0,
+                             max_context: int = 16384, seed: int = 0) -> ConversationTrace:
+    """A seeded multi-turn chat trace, the workload a prefix cache (and a CPU tier under it) serves.
+
+    Each conversation starts at a Poisson rate of ``conversations_per_s``, picks one of
+    ``system_prompts`` shared system prompts of ``system_tokens`` tokens, and runs a number of
+    turns drawn uniformly from ``turns`` (inclusive); the user thinks an exponential
+    ``think_s`` seconds on average between an answer and the next message. User messages and
+    answers are log-normal with means ``user_mean`` and ``answer_mean`` tokens (sigma 0.8), and a
+    conversation stops early rather than outgrow ``max_context`` tokens. Token ids are drawn
+    from a 32,000-token vocabulary; the next turn's prompt is exactly the last prompt, its
+    answer and the new message, so a prefix cache can serve all but the new message.
+    """
+    C = check_int("num_conversations", num_conversations, minimum=1)
+    lo, hi = (check_int("turns", t, minimum=1) for t in turns)
+    if lo > hi:
+        raise ValueError(f"turns must be (fewest, most) with fewest <= most, got {turns!r}")
+    P = check_int("system_prompts", system_prompts, minimum=1)
+    sys_len = check_int("system_tokens", system_tokens, minimum=0)
+    ctx = check_int("max_context", max_context, minimum=sys_len + 2)
+    rate = check_number("conversations_per_s", conversations_per_s, low=0.0, high=math.inf, low_open=True,
+                        high_open=True)
+    think = check_number("think_s", think_s, low=0.0, high=math.inf, high_open=True)
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    systems = [rng.integers(0, 32000, sys_len).tolist() for _ in range(P)]
+    starts = np.cumsum(rng.exponential(1.0 / rate, size=C))
+    users = _capped_lognormal(rng, C * hi, "user_mean", user_mean, "user_sigma", 0.8, ctx).tolist()
+    answers = _capped_lognormal(rng, C * hi, "answer_mean", answer_mean, "answer_sigma", 0.8, ctx).tolist()
+    rows = []  # (arrival, conversation, turn, prompt, answer)
+    for c in range(C):
+        context, t = list(systems[int(rng.integers(P))]), float(starts[c])
+        for k in range(int(rng.integers(lo, hi + 1))):
+            user, answer = users[c * hi + k], answers[c * hi + k]
+            if len(context) + user + answer > ctx:
+                break
+            prompt = context + rng.integers(0, 32000, user).tolist()
+            reply = rng.integers(0, 32000, answer).tolist()
+            rows.append((t, c, k, prompt, reply))
+            context = prompt + reply
+            t += float(rng.exponential(think)) if think > 0 else 0.0
+    rows.sort(key=lambda row: (row[0], row[1]))
+    return ConversationTrace([r[3] for r in rows], [r[4] for r in rows], np.array([r[0] for r in rows]),
+                             np.array([r[1] for r in rows]), np.array([r[2] for r in rows]),
+                             name=f"{C} conversations")
+
+
 def _check_plain(trace: Trace, what: str) -> None:
     if not isinstance(trace, Trace):
         raise TypeError(f"trace must be a Trace, got {type(trace).__name__}")

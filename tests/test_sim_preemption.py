@@ -1,0 +1,205 @@
+"""Swap or recompute, chunked prefill, and a CPU tier: the cost model, the timed serving loop, the tier replay.
+
+Hand-computed timelines pin the step-time model; property tests state what must hold for any
+trace (every request finishes with its tokens, memory never exceeds the pool, chunked prefill
+keeps every step within its token budget and never stalls a decode, swapped bytes go out and
+come back); the CPU tier is checked against an exact reference (a set of token prefixes) when
+it is unbounded, and for the LRU stack property when it is not.
+"""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pagedkv_lib import accounting as acc
+from pagedkv_lib.sim import preemption_cost as pc
+from pagedkv_lib.sim.cpu_tier import replay_with_cpu_tier
+from pagedkv_lib.sim.timed_serving import serve_timed
+from pagedkv_lib.sim.workloads import multi_turn_conversations, trace_from_lengths
+
+TINY = acc.ModelSpec("tiny", 2, 1, 8, num_params=1e6)  # C_tok = 2 * 2 * 1 * 8 * 2 = 64 bytes
+
+
+# ------------------------------------------------------------------ the cost model
+
+def test_constants_are_the_cited_figures():
+    assert pc.PCIE4_X16_BYTES_PER_S == pytest.approx(16e9 * 16 * 128 / 130 / 8, rel=1e-3)
+    assert pc.PCIE5_X16_BYTES_PER_S == 128e9 / 2
+    assert pc.DEFAULT_FLOPS_PER_S == pc.H100_SXM_BF16_DENSE_FLOPS * pc.DEFAULT_MFU
+
+
+@given(T=st.integers(0, 10**6), link=st.floats(1e9, 1e12), flops=st.floats(1e13, 1e16))
+def test_swap_is_linear_and_recompute_adds_a_quadratic_attention_term(T, link, flops):
+    spec = acc.get_model("Llama-3-8B")
+    assert pc.swap_seconds(T, spec, link_bytes_per_s=link) == pytest.approx(2 * T * acc.bytes_per_token(spec) / link)
+    linear, quad = 2 * spec.num_params / flops, 2 * 32 * 32 * 128 / flops
+    assert pc.recompute_seconds(T, spec, flops_per_s=flops) == pytest.approx(linear * T + quad * T * T)
+    assert pc.recompute_seconds(T, spec, flops_per_s=flops, prefill_tokens_per_s=5000.0) == pytest.approx(
+        T / 5000 + quad * T * T)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(["OPT-13B", "Llama-2-7B", "Llama-3-8B", "gpt-oss-20b"]),
+       link=st.floats(2e9, 2e11), flops=st.floats(5e13, 2e15))
+def test_crossover_separates_recompute_wins_from_swap_wins(name, link, flops):
+    T = pc.crossover_tokens(name, link_bytes_per_s=link, flops_per_s=flops)
+    costs = dict(link_bytes_per_s=link, flops_per_s=flops)
+    if 0 < T < 1 << 24:
+        assert pc.cheaper_preemption(T, name, **costs) == "swap"
+        assert pc.cheaper_preemption(T - 1, name, **costs) == "recompute"
+    elif T == 0:
+        assert pc.cheaper_preemption(1, name, **costs) == "swap"
+
+
+def test_opt_13b_over_pcie4_is_close_to_even_and_a_slow_link_pushes_the_crossover_out():
+    slow = pc.crossover_tokens("OPT-13B", link_bytes_per_s=16e9)
+    fast = pc.crossover_tokens("OPT-13B", link_bytes_per_s=pc.PCIE5_X16_BYTES_PER_S)
+    assert fast == 0 < pc.crossover_tokens("OPT-13B") < slow
+    assert pc.crossover_tokens("Llama-3-8B") == 0   # grouped-query attention: few bytes per token, swap wins
+    with pytest.raises(ValueError, match="link_bytes_per_s"):
+        pc.swap_seconds(10, link_bytes_per_s=0)
+
+
+# ------------------------------------------------------------------ the timed serving loop
+
+def _timed(trace, **kw):
+    base = dict(num_blocks=64, block_size=2, model=TINY, decode_step_s=1.0, prefill_tokens_per_s=1.0)
+    return serve_timed(trace, **{**base, **kw})
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_one_request_timeline_by_hand(chunked):
+    """Prompt 4, output 3: a 1 s step plus 1 s per prefill token; then one 1 s decode step per token."""
+    res = _timed(trace_from_lengths([4], [3]), chunked_prefill=chunked)
+    assert res.ttft_s.tolist() == [5.0] and res.finish_s.tolist() == [7.0]
+    assert res.token_gaps_s.tolist() == [1.0, 1.0] and res.steps == 3
+
+
+def test_chunked_prefill_splits_a_prompt_across_steps_by_hand():
+    res = _timed(trace_from_lengths([4], [2]), chunked_prefill=True, token_budget=3)
+    assert res.ttft_s.tolist() == [(1 + 3) + (1 + 1)]   # 3 tokens, then 1
+    assert res.finish_s.tolist() == [7.0]
+
+
+def test_without_chunking_a_long_prompt_stalls_running_decodes():
+    # A decodes from t = 3; B (20-token prompt) arrives at 3.5 s.
+    trace = trace_from_lengths([2, 20], [6, 1], arrival_s=[0.0, 3.5])
+    whole = _timed(trace, chunked_prefill=False, token_budget=64)
+    chunked = _timed(trace, chunked_prefill=True, token_budget=5)
+    assert whole.stalled_decodes == 1 and whole.token_gaps_s.max() == 1 + 1 + 20  # a decode step, then a prefill step
+    assert chunked.stalled_decodes == 0 and chunked.token_gaps_s.max() <= 1 + 4
+    assert chunked.ttft_s[1] > whole.ttft_s[1]        # the price: the long prompt's first token comes later
+
+
+@st.composite
+def small_traces(draw):
+    R = draw(st.integers(1, 12))
+    prompts = draw(st.lists(st.integers(1, 30), min_size=R, max_size=R))
+    outputs = draw(st.lists(st.integers(1, 20), min_size=R, max_size=R))
+    gaps = draw(st.lists(st.floats(0, 5), min_size=R, max_size=R))
+    return trace_from_lengths(prompts, outputs, arrival_s=np.cumsum(gaps))
+
+
+@settings(max_examples=120, deadline=None)
+@given(trace=small_traces(), chunked=st.booleans(), budget=st.integers(8, 64),
+       preemption=st.sampled_from(["recompute", "swap", "cheaper"]), num_blocks=st.integers(26, 40),
+       cpu_blocks=st.sampled_from([0, 8, 1000]))
+def test_every_request_finishes_within_memory_and_budget(trace, chunked, budget, preemption, num_blocks, cpu_blocks):
+    if not chunked:
+        budget = 64  # without chunking a whole request must fit one step
+    res = _timed(trace, chunked_prefill=chunked, token_budget=budget, preemption=preemption,
+                 num_blocks=num_blocks, cpu_blocks=cpu_blocks)
+    R = len(trace)
+    assert len(res.token_gaps_s) == int(trace.output_len.sum()) - R   # every token after each first one
+    assert np.all(res.ttft_s > 0) and np.all(res.token_gaps_s > 0)
+    assert np.all(res.finish_s + trace.arrival_s[0] >= trace.arrival_s + res.ttft_s - 1e-9)
+    assert res.peak_blocks <= num_blocks and res.step_tokens_max <= budget
+    if chunked:
+        assert res.stalled_decodes == 0
+    c_tok = acc.bytes_per_token(TINY)
+    assert res.swapped_bytes % (2 * c_tok) == 0          # every swapped token went out and came back
+    if preemption == "recompute" or cpu_blocks == 0:
+        assert res.preempted_swap == 0 and res.swapped_bytes == 0
+    if res.preempted_recompute == 0:
+        assert res.recomputed_tokens == 0
+
+
+def test_swap_beats_recompute_when_the_link_is_fast_and_the_cost_model_picks_it():
+    trace = trace_from_lengths([40] * 6, [60] * 6)
+    kw = dict(num_blocks=60, block_size=4, token_budget=64, model="OPT-13B", cpu_blocks=1000)
+    by_mode = {m: serve_timed(trace, preemption=m, **kw).summary() for m in ("recompute", "swap", "cheaper")}
+    assert by_mode["recompute"]["preempted_recompute"] > 0 and by_mode["swap"]["preempted_swap"] > 0
+    assert by_mode["swap"]["makespan_s"] != by_mode["recompute"]["makespan_s"]
+    best = min(by_mode["swap"]["makespan_s"], by_mode["recompute"]["makespan_s"])
+    assert by_mode["cheaper"]["makespan_s"] <= best * 1.05
+
+
+def test_bad_arguments_are_refused_by_name():
+    trace = trace_from_lengths([10], [10])
+    with pytest.raises(ValueError, match="preemption"):
+        _timed(trace, preemption="drop")
+    with pytest.raises(ValueError, match="token_budget"):
+        _timed(trace, chunked_prefill=False, token_budget=8)
+    with pytest.raises(ValueError, match="num_blocks"):
+        _timed(trace, num_blocks=3)
+
+
+# ------------------------------------------------------------------ multi-turn trace and the CPU tier
+
+def test_conversation_trace_is_seeded_and_each_turn_extends_the_last():
+    a, b = multi_turn_conversations(30, seed=3), multi_turn_conversations(30, seed=3)
+    assert a.prompts == b.prompts and a.answers == b.answers
+    assert multi_turn_conversations(30, seed=4).prompts != a.prompts
+    assert np.all(np.diff(a.arrival_s) >= 0)
+    last = {}
+    for r, c in enumerate(a.conversation.tolist()):
+        if c in last:
+            prev = last[c]
+            assert a.turn[r] == a.turn[prev] + 1
+            assert a.prompts[r][:len(a.prompts[prev]) + len(a.answers[prev])] == a.prompts[prev] + a.answers[prev]
+        last[c] = r
+
+
+def _reference_hits(trace, S):
+    """Exact reference for an unbounded tier: every full-block prefix of every earlier request's tokens is kept."""
+    seen, hits = set(), 0
+    for prompt, answer in zip(trace.prompts, trace.answers):
+        k = (len(prompt) - 1) // S
+        while k and tuple(prompt[:k * S]) not in seen:
+            k -= 1
+        hits += k * S
+        full = prompt + answer
+        seen.update(tuple(full[:i * S]) for i in range(1, len(full) // S + 1))
+    return hits
+
+
+@pytest.mark.parametrize("gpu_blocks", [300, 2000])
+def test_an_unbounded_cpu_tier_serves_every_prefix_ever_cached(gpu_blocks):
+    trace = multi_turn_conversations(40, seed=1, system_tokens=64, answer_mean=80.0, max_context=4096)
+    res = replay_with_cpu_tier(trace, gpu_blocks=gpu_blocks, cpu_blocks=10**9, block_size=16)
+    assert res.gpu_hit_tokens + res.cpu_hit_tokens == _reference_hits(trace, 16)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 1000), gpu_blocks=st.integers(130, 400), sizes=st.lists(st.integers(0, 600), min_size=2,
+                                                                                   max_size=4))
+def test_hits_never_fall_as_the_tier_grows_and_the_gpu_does_not_depend_on_it(seed, gpu_blocks, sizes):
+    trace = multi_turn_conversations(12, seed=seed, system_tokens=32, answer_mean=60.0, max_context=1024)
+    results = [replay_with_cpu_tier(trace, gpu_blocks=gpu_blocks, cpu_blocks=c, block_size=8) for c in sorted(sizes)]
+    hits = [r.cpu_hit_tokens + r.gpu_hit_tokens for r in results]
+    assert hits == sorted(hits)
+    assert len({r.gpu_evictions for r in results}) == 1
+    if sorted(sizes)[0] == 0:
+        assert results[0].cpu_hit_tokens == 0
+
+
+def test_a_cpu_tier_raises_the_hit_rate_of_a_small_gpu_cache():
+    trace = multi_turn_conversations(80, seed=0, max_context=4096)
+    alone = replay_with_cpu_tier(trace, gpu_blocks=600, cpu_blocks=0)
+    tiered = replay_with_cpu_tier(trace, gpu_blocks=600, cpu_blocks=20_000)
+    assert tiered.gpu_hit_tokens >= alone.gpu_hit_tokens and tiered.cpu_hit_tokens > 0
+    assert tiered.hit_rate > alone.hit_rate + 0.1
+    assert math.isclose(alone.hit_rate, alone.gpu_hit_rate)
+    with pytest.raises(ValueError, match="gpu_blocks"):
+        replay_with_cpu_tier(trace, gpu_blocks=10, cpu_blocks=0)

@@ -18,7 +18,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0*.
 def _cells(path: Path):
     nb = nbformat.read(path, as_version=4)
     md = [(c.get("id"), c.source) for c in nb.cells if c.cell_type == "markdown"]
-    code = {c.get("id") for c in nb.cells if c.cell_type == "code"}
+    code = {c.get("id"): c.source for c in nb.cells if c.cell_type == "code"}
     return md, code
 
 
@@ -51,6 +51,12 @@ def test_scientific_and_thousands_are_one_number():
     assert [n.value for n in found] == [1e-5, 8.03e9, 1000]
 
 
+def test_a_cited_figure_counts_only_with_its_unit():
+    assert _texts(unaccounted("04_demo", [("c", "The paper's trace has 96.3 requests.")],
+                              facts=())) == ["96.3"]
+    assert unaccounted("03_code", [("c", "the paper: 20-26% slower")], facts=()) == []
+
+
 def test_a_cited_figure_counts_only_where_its_paragraph_names_the_source():
     fig2 = claims.cited("fig2-vllm")
     assert 96.3 in fig2.values and "04_demo" in fig2.lessons
@@ -71,21 +77,35 @@ def test_a_fact_counts_only_inside_its_own_phrase():
 
 def test_a_fact_whose_check_disagrees_is_reported():
     wrong = Fact("01_intuition", "a 12-token prompt", "cell-02", lambda: (13,))
-    problems = disagreements("01_intuition", [("c", "a 12-token prompt")], {"cell-02"},
+    problems = disagreements("01_intuition", [("c", "a 12-token prompt")], {"cell-02": "x"},
                              facts=(wrong,))
     assert len(problems) == 1 and "(13.0,)" in problems[0]
 
 
 def test_a_fact_without_its_phrase_or_cell_is_reported():
     fact = Fact("01_intuition", "a 12-token prompt", "cell-99", lambda: (12,))
-    problems = disagreements("01_intuition", [("c", "no such words")], {"cell-02"},
+    problems = disagreements("01_intuition", [("c", "no such words")], {"cell-02": "x"},
                              facts=(fact,))
     assert len(problems) == 2
 
 
+def test_a_chosen_value_is_checked_against_the_code_that_sets_it():
+    fact = Fact("01_intuition", "here $S = 4$", "cell-04", code="play_paged(PAGE_BATCH, 4")
+    md = [("c", "here $S = 4$")]
+    assert disagreements("01_intuition", md, {"cell-04": "play_paged(PAGE_BATCH, 4)"},
+                         facts=(fact,)) == []
+    changed = disagreements("01_intuition", md, {"cell-04": "play_paged(PAGE_BATCH, 8)"},
+                            facts=(fact,))
+    assert len(changed) == 1 and "no longer holds" in changed[0]
+    wrong = Fact("01_intuition", "here $S = 4$", "cell-04", code="play_paged(PAGE_BATCH, 8")
+    assert "sets (8.0,)" in disagreements("01_intuition", md,
+                                          {"cell-04": "play_paged(PAGE_BATCH, 8)"},
+                                          facts=(wrong,))[0]
+
+
 def test_a_broken_check_is_reported_not_raised():
     fact = Fact("01_intuition", "a 12-token prompt", "cell-02", lambda: 1 / 0)
-    problems = disagreements("01_intuition", [("c", "a 12-token prompt")], {"cell-02"},
+    problems = disagreements("01_intuition", [("c", "a 12-token prompt")], {"cell-02": "x"},
                              facts=(fact,))
     assert "ZeroDivisionError" in problems[0]
 
@@ -102,3 +122,34 @@ def test_every_cited_figure_names_source_and_conditions():
     for c in claims.CITED:
         assert isinstance(c, Cited) and c.values and c.unit and c.conditions and c.lessons
         assert any(ch.isdigit() for ch in c.source), f"{c.key}: source needs its year/section"
+
+
+# --- the lessons ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_number_in_a_lessons_prose_is_live_cited_or_a_registered_fact(path):
+    md, _ = _cells(path)
+    bad = unaccounted(path.stem, md, FACTS)
+    assert not bad, (f"{len(bad)} numbers in {path.name}'s markdown are neither cited nor "
+                     "registered facts (see pagedkv_lib/lesson/claims.py for how to add one):\n"
+                     + "\n".join(f"  cell {n.cell}: {n.text!r} in ...{n.context}..." for n in bad))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_registered_fact_agrees_with_its_check_and_its_cell(path):
+    md, code = _cells(path)
+    assert not disagreements(path.stem, md, code, FACTS)
+
+
+def test_every_fact_names_a_lesson_that_exists():
+    assert {f.lesson for f in FACTS} <= {p.stem for p in NOTEBOOKS}
+    for c in claims.CITED:
+        assert set(c.lessons) <= {p.stem for p in NOTEBOOKS}, c.key
+
+
+def test_a_number_injected_into_a_lesson_is_caught():
+    md, _ = _cells(NOTEBOOKS[0])
+    cell_id, source = md[-1]
+    injected = md[:-1] + [(cell_id, source + "\n\nThe paged kernel took 0.42x the time.")]
+    bad = unaccounted(NOTEBOOKS[0].stem, injected, FACTS)
+    assert [n.text for n in bad][-1:] == ["0.42"]

@@ -15,14 +15,16 @@ A lesson's markdown may state a number only in one of three ways:
    without measuring anything (the A1-A3 prompt has 12 tokens; r3 gets 4 tokens from the prefix
    cache). Register it in `pagedkv_lib.lesson.claim_facts` as a `Fact`: the lesson, the exact
    phrase the prose uses (``"a 12-token prompt"``), the cell id of the code cell that shows it
-   live, and a ``check`` function that computes the same values from the library. The phrase ties
-   the registration to one wording: reword the prose and the test asks you to register it again.
+   live, and either a ``check`` function that computes the same values from the library (a value
+   that follows from the example) or ``code``, the piece of that cell's source that sets it (a value
+   the lesson chooses, such as ``play_paged(PAGE_BATCH, 4``). The phrase ties the registration to
+   one wording: reword the prose and the test asks you to register it again.
 
 Everything else that looks like a number is exempt by one of the narrow rules of `numbers_in`
 (section and equation numbers, list markers, names such as ``Llama-3-8B``, a citation's year, the
 constants inside a formula with variables). ``tests/test_lesson_claims.py`` scans the markdown of
 every ``notebooks/0*.ipynb`` and fails on a number that is none of these (`unaccounted`), on a
-registered fact whose ``check`` disagrees with its phrase, or whose phrase or cell is gone
+registered fact whose ``check`` or ``code`` disagrees with its phrase, or whose phrase or cell is gone
 (`disagreements`). It never executes a notebook: a fact's ``check`` is a plain function.
 
 How to add a number to a lesson, in short: measured here → render it with `say` in a code cell;
@@ -38,6 +40,9 @@ from typing import Callable
 
 from IPython.display import Markdown
 
+from ..sim import PAPER_SHARING_SAVING, PAPER_TOKEN_STATE_SHARE
+from ..sim.paper_comparison import PAPER_SHARING_SHAREGPT
+
 __all__ = ["Cited", "Fact", "Number", "CITED", "cited", "say", "numbers_in",
            "unaccounted", "disagreements"]
 
@@ -46,7 +51,8 @@ __all__ = ["Cited", "Fact", "Number", "CITED", "cited", "say", "numbers_in",
 class Cited:
     """A published figure a lesson may quote, named as the source's.
 
-    ``values`` are the numbers as the prose writes them (both ends of a range); ``names`` are the
+    ``values`` are the numbers as the prose writes them (both ends of a range), each followed in
+    the prose by ``suffix`` (after the range's other end, if any: ``20-26%``); ``names`` are the
     words by which a paragraph quoting it names the source (case-sensitive)."""
     key: str
     values: tuple[float, ...]
@@ -54,6 +60,7 @@ class Cited:
     source: str
     conditions: str
     lessons: tuple[str, ...]
+    suffix: str = "%"
     names: tuple[str, ...] = ("paper", "Kwon")
 
 
@@ -61,12 +68,15 @@ class Cited:
 class Fact:
     """A value of a lesson's worked example, stated in prose as ``phrase``.
 
-    ``check()`` computes the numbers of ``phrase``, in order, from the library; ``cell`` is the id
-    of the code cell that shows them live in the notebook."""
+    ``cell`` is the id of the code cell that shows the numbers live in the notebook. A value that
+    follows from the example has a ``check()`` that computes the numbers of ``phrase``, in order,
+    from the library. A value the lesson chooses (a block size, a pool's size) has ``code``
+    instead: a piece of the cell's source that sets it, holding the phrase's numbers in order."""
     lesson: str
     phrase: str
     cell: str
-    check: Callable[[], tuple[float, ...]] = field(compare=False)
+    check: Callable[[], tuple[float, ...]] | None = field(default=None, compare=False)
+    code: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,17 +91,47 @@ class Number:
 
 _PAPER = "Kwon et al., SOSP 2023"
 
+
+def _pct(fraction: float) -> float:
+    return round(100.0 * fraction, 1)
+
+
+_FIG2_RUNS = ("averaged over the serving runs of the paper's §6.2 (OPT models, ShareGPT and "
+              "Alpaca traces)")
+
 CITED: tuple[Cited, ...] = (
-    Cited("fig2-orca-max", (20.4,), "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
-          "Orca (Max) baseline: 2,048 slots reserved per request; OPT-13B on one A100 (40 GB), "
-          "ShareGPT-like requests; average over the run", ("04_demo",)),
-    Cited("fig2-orca-pow2", (26.8,), "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
-          "Orca (Pow2) baseline: reserves the next power of two of the final length",
+    # The paper's figures the simulator is compared with live: the values are the simulator's own
+    # constants (`pagedkv_lib.sim`), registered here with their source and conditions.
+    Cited("fig2-orca-max", (_pct(PAPER_TOKEN_STATE_SHARE["max"]),),
+          "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
+          f"Orca (Max) baseline, which reserves 2,048 slots per request; {_FIG2_RUNS}",
+          ("01_intuition", "04_demo")),
+    Cited("fig2-orca-pow2", (_pct(PAPER_TOKEN_STATE_SHARE["pow2"]),),
+          "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
+          "Orca (Pow2) baseline: reserves up to 2x the final length (the next power of two); "
+          "same runs", ("04_demo",)),
+    Cited("fig2-orca-oracle", (_pct(PAPER_TOKEN_STATE_SHARE["oracle"]),),
+          "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
+          "Orca (Oracle) baseline: reserves exactly the final length; same runs",
+          ("01_intuition", "04_demo")),
+    Cited("fig2-vllm", (_pct(PAPER_TOKEN_STATE_SHARE["paged"]),),
+          "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
+          "vLLM, blocks of 16 tokens; same runs", ("04_demo",)),
+    Cited("sharing-parallel-alpaca", tuple(map(_pct, PAPER_SHARING_SAVING["parallel sampling"])),
+          "% fewer KV blocks", f"{_PAPER}, §6.3, Fig. 15",
+          "parallel sampling (2, 4 and 6 samples), Alpaca trace, OPT-13B, block size 16",
           ("04_demo",)),
-    Cited("fig2-orca-oracle", (38.2,), "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
-          "Orca (Oracle) baseline: reserves exactly the final length", ("04_demo",)),
-    Cited("fig2-vllm", (96.3,), "% of KV memory holding token states", f"{_PAPER}, Fig. 2",
-          "vLLM with blocks of 16 tokens", ("04_demo",)),
+    Cited("sharing-beam-alpaca", tuple(map(_pct, PAPER_SHARING_SAVING["beam search"])),
+          "% fewer KV blocks", f"{_PAPER}, §6.3, Fig. 15",
+          "beam search (widths 2, 4 and 6), Alpaca trace, OPT-13B, block size 16", ("04_demo",)),
+    Cited("sharing-parallel-sharegpt", tuple(map(_pct, PAPER_SHARING_SHAREGPT["parallel sampling"])),
+          "% fewer KV blocks", f"{_PAPER}, §6.3",
+          "parallel sampling (2, 4 and 6 samples), ShareGPT trace, OPT-13B, block size 16",
+          ("04_demo",)),
+    Cited("sharing-beam-sharegpt", tuple(map(_pct, PAPER_SHARING_SHAREGPT["beam search"])),
+          "% fewer KV blocks", f"{_PAPER}, §6.3",
+          "beam search (widths 2, 4 and 6), ShareGPT trace, OPT-13B, block size 16",
+          ("04_demo",)),
     Cited("fig2-prior-range", (20, 38), "% of KV memory holding token states",
           f"{_PAPER}, Fig. 2", "the three Orca baselines (20.4%, 26.8%, 38.2%)",
           ("01_intuition",)),
@@ -99,21 +139,16 @@ CITED: tuple[Cited, ...] = (
           "paged attention kernel vs FasterTransformer's contiguous kernel, attention "
           "operation alone, on a GPU (A100), across batch sizes and context lengths",
           ("01_intuition", "03_code")),
-    Cited("sharing-parallel-alpaca", (6.1, 9.8), "% fewer KV blocks", f"{_PAPER}, §6.3, Fig. 15",
-          "parallel sampling (2-6 samples), Alpaca trace, OPT-13B, block size 16",
-          ("04_demo",)),
-    Cited("sharing-beam-alpaca", (37.6, 55.2), "% fewer KV blocks", f"{_PAPER}, §6.3, Fig. 15",
-          "beam search (width 2-6), Alpaca trace, OPT-13B, block size 16", ("04_demo",)),
-    Cited("sharing-parallel-sharegpt", (16.2, 30.5), "% fewer KV blocks",
-          f"{_PAPER}, §6.3", "parallel sampling, ShareGPT trace, OPT-13B, block size 16",
-          ("04_demo",)),
-    Cited("sharing-beam-sharegpt", (44.3, 66.3), "% fewer KV blocks", f"{_PAPER}, §6.3",
-          "beam search, ShareGPT trace, OPT-13B, block size 16", ("04_demo",)),
     Cited("opt13b-token-kb", (800,), "KB of KV cache per token", f"{_PAPER}, §3",
           "OPT-13B, fp16: 2 (K and V) x 5,120 hidden x 40 layers x 2 bytes = 819,200 B, "
-          "which the paper rounds to 800 KB", ("02_math",)),
+          "which the paper rounds to 800 KB", ("02_math",), suffix=" KB"),
+    Cited("vllm-gpu-utilization", (0.9,), "fraction of GPU memory vLLM may use",
+          "vLLM documentation, engine arguments (`--gpu-memory-utilization`), 2025",
+          "the default; the KV cache gets what is left after weights and activations",
+          ("02_math",), suffix=" by default", names=("vLLM",)),
     Cited("block-size", (16,), "tokens per block", f"{_PAPER}, §7.2",
-          "vLLM's default block size, chosen from a sweep of 1 to 256", ("02_math",)),
+          "vLLM's default block size, chosen from a sweep of 1 to 256", ("02_math", "04_demo"),
+          suffix=" tokens"),
 )
 
 
@@ -244,32 +279,51 @@ def unaccounted(lesson: str, cells: list[tuple[str, str]], facts) -> list[Number
             for n in numbers_in(para, cell_id):
                 if any(a <= n.start < b for a, b in covered):
                     continue
-                if any(n.value in c.values for c in names):
+                after = flat[n.start + len(n.text):]
+                if any(n.value in c.values and _followed_by(after, c.suffix) for c in names):
                     continue
                 bad.append(n)
     return bad
 
 
-def disagreements(lesson: str, cells: list[tuple[str, str]], code_ids: set[str],
+def _followed_by(after: str, suffix: str) -> bool:
+    """Whether the text after a number is ``suffix``, or a range's other end and then it."""
+    return re.match(r"(?:\s*[-–]\s*\d+(?:\.\d+)?)?" + re.escape(suffix), after) is not None
+
+
+def disagreements(lesson: str, cells: list[tuple[str, str]], code_cells: dict[str, str],
                   facts) -> list[str]:
     """What is wrong with a lesson's registered facts (``claim_facts.FACTS``): a ``check`` that
-    computes other numbers than its phrase states, a phrase no markdown cell holds, or a checking
-    cell that is gone."""
+    computes other numbers than its phrase states, a ``code`` its cell no longer holds or whose
+    numbers are not the phrase's, a phrase no markdown cell holds, or a named cell that is gone.
+
+    ``cells`` are the markdown cells' ``(id, source)``; ``code_cells`` maps code cell ids to
+    their sources."""
     text = " ".join(_prose(s) for _, s in cells)
     problems = []
     for f in (f for f in facts if f.lesson == lesson):
         stated = tuple(n.value for n in numbers_in(f.phrase))
-        try:
-            computed = tuple(float(v) for v in f.check())
-        except Exception as e:  # noqa: BLE001 - a broken check is a disagreement to report
-            problems.append(f"{lesson}: check for {f.phrase!r} raised {type(e).__name__}: {e}")
-            continue
-        if stated != computed:
-            problems.append(f"{lesson}: {f.phrase!r} states {stated}, "
-                            f"its check computes {computed} (cell {f.cell})")
+        where = f"{lesson}: {f.phrase!r}"
         if f.phrase not in text:
-            problems.append(f"{lesson}: no markdown cell says {f.phrase!r} any more")
-        if f.cell not in code_ids:
-            problems.append(f"{lesson}: {f.phrase!r} names cell {f.cell!r}, "
-                            "which is not a code cell of the lesson")
+            problems.append(f"{where}: no markdown cell says this any more")
+        if f.cell not in code_cells:
+            problems.append(f"{where} names cell {f.cell!r}, not a code cell of the lesson")
+        if (f.check is None) == (not f.code):
+            problems.append(f"{where}: give either check or code")
+        if f.code:
+            source = code_cells.get(f.cell, "")
+            in_code = tuple(float(m.group().replace(",", "")) for m in _NUMBER.finditer(f.code))
+            if f.code not in source:
+                problems.append(f"{where}: cell {f.cell} no longer holds {f.code!r}")
+            if in_code != stated:
+                problems.append(f"{where} states {stated}, the code {f.code!r} sets {in_code}")
+        if f.check is not None:
+            try:
+                computed = tuple(float(v) for v in f.check())
+            except Exception as e:  # noqa: BLE001 - a broken check is a disagreement to report
+                problems.append(f"{where}: its check raised {type(e).__name__}: {e}")
+                continue
+            if stated != computed:
+                problems.append(f"{where} states {stated}, its check computes {computed} "
+                                f"(cell {f.cell})")
     return problems

@@ -16,7 +16,14 @@ interleaved, ``--repeat`` times, and it prints the median and range of CPU secon
 (``time.process_time``: on a shared machine wall time also counts other jobs) per policy, and
 whether every summary agrees.
 
-Usage: python benchmarks/simulate.py [--requests 10000] [--seed 0] [--paper] [--against REV [--repeat 5]]
+With ``--new-policies`` it also times the timed serving loop (:mod:`pagedkv_lib.sim.timed_serving`)
+on the same requests arriving as a Poisson process (``--rate`` per second): whole-prompt prefill
+against chunked prefill, and preemption by recompute, by swap and by the cheaper of the two; and the
+CPU tier replay (:mod:`pagedkv_lib.sim.cpu_tier`) on a seeded multi-turn conversation trace of about
+as many requests, with and without the tier. Each row gives CPU seconds (``time.process_time``).
+
+Usage: python benchmarks/simulate.py [--requests 10000] [--seed 0] [--paper] [--new-policies [--rate 20]]
+       [--against REV [--repeat 5]]
 """
 from __future__ import annotations
 
@@ -34,7 +41,8 @@ from pathlib import Path
 
 from pagedkv_lib.blocks.manager import BlockManager
 from pagedkv_lib.sim import (PAPER_SHARING_SAVING, POLICIES, alpaca_like, beam_search, block_size_sweep, format_table,
-                             parallel_sampling, sharegpt_like, simulate)
+                             kv_budget_blocks, multi_turn_conversations, parallel_sampling, poisson_arrivals,
+                             replay_with_cpu_tier, serve_timed, sharegpt_like, simulate)
 
 
 def token_by_token_cost_s(batch: int = 32, steps: int = 4000, block_size: int = 16) -> float:
@@ -57,6 +65,9 @@ def main() -> None:
     parser.add_argument("--paper", action="store_true", help="also print the sharing figures and the sweep")
     parser.add_argument("--against", metavar="REV", help="time against the simulator at this git revision")
     parser.add_argument("--repeat", type=int, default=5, help="runs per policy and version with --against")
+    parser.add_argument("--new-policies", action="store_true",
+                        help="also time chunked prefill, swap/recompute preemption and the CPU tier")
+    parser.add_argument("--rate", type=float, default=20.0, help="arrivals per second for --new-policies")
     args = parser.parse_args()
     if args.against:
         return compare_with_revision(args.against, args.requests, args.seed, args.repeat)
@@ -83,6 +94,42 @@ def main() -> None:
     print(f"total: {total:.2f} s for {len(POLICIES)} policies (target: 10 s)")
     if args.paper:
         sharing_figures(args.seed)
+    if args.new_policies:
+        new_policies(args.requests, args.seed, args.rate)
+
+
+def new_policies(requests: int, seed: int, rate: float) -> None:
+    """CPU seconds and headline figures of the timed serving loop and of the CPU tier replay."""
+    trace = poisson_arrivals(sharegpt_like(requests, seed=seed), rate, seed=seed)
+    blocks = kv_budget_blocks()
+    settings = [("whole prompts, recompute", dict(chunked_prefill=False)),
+                ("chunked 2048, recompute", dict(chunked_prefill=True)),
+                ("chunked 2048, swap", dict(chunked_prefill=True, preemption="swap", cpu_blocks=4 * blocks)),
+                ("chunked 2048, cheaper", dict(chunked_prefill=True, preemption="cheaper", cpu_blocks=4 * blocks))]
+    rows, total = [], 0.0
+    for name, kwargs in settings:
+        start = time.process_time()
+        res = serve_timed(trace, num_blocks=blocks, token_budget=2048, **kwargs).summary()
+        seconds = time.process_time() - start
+        total += seconds
+        rows.append({"timed serving": name, "cpu_s": seconds, "makespan_s": res["makespan_s"],
+                     "p99_itl_s": res["p99_itl_s"], "max_itl_s": res["max_itl_s"], "mean_ttft_s": res["mean_ttft_s"],
+                     "stalled_decodes": res["stalled_decodes"], "swaps": res["preempted_swap"],
+                     "recomputes": res["preempted_recompute"]})
+    print(f"\ntimed serving: {requests} ShareGPT-like requests at {rate:g}/s, OPT-13B on 40 GiB ({blocks} blocks "
+          f"of 16), simulated H100 step times, PCIe 4.0 x16 link")
+    print(format_table(rows))
+    print(f"total: {total:.2f} CPU s for {len(settings)} timed runs")
+    conversations = multi_turn_conversations(max(1, requests // 5), seed=seed, max_context=4096)
+    rows = []
+    for cpu_blocks in (0, 40 * blocks):
+        start = time.process_time()
+        tier = replay_with_cpu_tier(conversations, gpu_blocks=blocks, cpu_blocks=cpu_blocks)
+        rows.append({"cpu tier blocks": cpu_blocks, "cpu_s": time.process_time() - start,
+                     "gpu_hit_rate": tier.gpu_hit_rate, "cpu_hit_rate": tier.cpu_hit_rate, "hit_rate": tier.hit_rate})
+    print(f"\nCPU tier under the prefix cache: {len(conversations)} requests of {requests // 5} seeded "
+          f"conversations, GPU cache of {blocks} blocks of 16")
+    print(format_table(rows))
 
 
 def sharing_figures(seed: int) -> None:

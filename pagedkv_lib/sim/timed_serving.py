@@ -16,7 +16,8 @@ Two schedules:
   oldest unfinished prompt first. Decodes never stall; a long prompt takes several steps.
 
 Memory: ``num_blocks`` blocks of ``block_size`` tokens (counted, not named: a request of ``k``
-KV tokens holds ``ceil(k / S)``; no prefix sharing). When a decode needs a block and none is
+KV tokens holds ``ceil(k / S)``, as in a full-attention model; no prefix sharing). A swap moves
+:func:`~pagedkv_lib.accounting.hybrid_kv_bytes` of the request's ``k`` tokens each way. When a decode needs a block and none is
 free, the youngest running request is preempted:
 
 * ``"recompute"``: its blocks are dropped and it goes back to the head of the queue, to prefill
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..accounting import blocks_needed, bytes_per_token, get_model
+from ..accounting import blocks_needed, get_model, hybrid_kv_bytes
 from ..validation import check_choice, check_int, check_number
 from .preemption_cost import (DEFAULT_FLOPS_PER_S, H100_SXM_HBM_BYTES_PER_S, PCIE4_X16_BYTES_PER_S,
                               cheaper_preemption, weights_seconds_per_token)
@@ -125,7 +126,6 @@ class _Engine:
         self.prefill_token_s = weights_seconds_per_token(spec, prefill_tps, flops)
         self.decode_s = decode_step_seconds(spec) if decode_s is None else check_number(
             "decode_step_s", decode_s, low=0.0, high=float("inf"), high_open=True)
-        self.c_tok = bytes_per_token(spec)
         self.prompt = trace.prompt_len.tolist()
         self.output = trace.output_len[:, 0].tolist()
         self.arrival = (trace.arrival_s - trace.arrival_s[0]).tolist()
@@ -186,15 +186,32 @@ class _Engine:
         self.counts["steps"] += 1
         self.counts["step_max"] = max(self.counts["step_max"], prefilled + len(decoding))
         self.counts["peak"] = max(self.counts["peak"], self.used)
-        finished = 0
-        for r in decoding:
-            if self.kv[r] % self.S == 0:
-                self.used += 1  # this token's K/V opens a block (_make_room kept one free)
-            self.kv[r] += 1
-            finished += self._token(r, end)
+        finished = self._decode(decoding, end)
         for r in completed:
             finished += self._token(r, end)
         return end, finished
+
+    def _decode(self, decoding: list[int], t: float) -> int:
+        """Every request in ``decoding`` writes its last token's K/V and produces the next at time ``t``.
+
+        The hot loop (once per generated token): :meth:`_token` inlined, for a request that has
+        produced its first token already. Returns how many requests finished.
+        """
+        S, kv, last, generated, output, gaps = self.S, self.kv, self.last_token, self.generated, self.output, self.gaps
+        finished = 0
+        for r in decoding:
+            if kv[r] % S == 0:
+                self.used += 1  # this token's K/V opens a block (_make_room kept one free)
+            kv[r] += 1
+            gaps.append(t - last[r])
+            last[r] = t
+            generated[r] += 1
+            if generated[r] == output[r]:
+                self.finish[r] = t
+                self.used -= blocks_needed(kv[r], S)
+                self.running.remove(r)
+                finished += 1
+        return finished
 
     def _token(self, r: int, t: float) -> int:
         """Request ``r`` produces a token at time ``t``; returns 1 if that was its last (its blocks are freed)."""
@@ -240,7 +257,7 @@ class _Engine:
             self.cpu_used += blocks
             self.swapped.append(r)
             self.counts["swap"] += 1
-            moved = self.kv[r] * self.c_tok
+            moved = hybrid_kv_bytes(self.spec, self.kv[r])
             self.counts["swapped_bytes"] += moved
             return moved
         self.counts["recompute"] += 1
@@ -262,8 +279,8 @@ class _Engine:
             self.cpu_used -= blocks
             self.used += blocks
             self.running.append(r)
-            moved += self.kv[r] * self.c_tok
-            self.counts["swapped_bytes"] += self.kv[r] * self.c_tok
+            moved += hybrid_kv_bytes(self.spec, self.kv[r])
+            self.counts["swapped_bytes"] += hybrid_kv_bytes(self.spec, self.kv[r])
         return moved
 
     # ------------------------------------------------------------------ prefill

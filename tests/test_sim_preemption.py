@@ -203,3 +203,144 @@ def test_a_cpu_tier_raises_the_hit_rate_of_a_small_gpu_cache():
     assert math.isclose(alone.hit_rate, alone.gpu_hit_rate)
     with pytest.raises(ValueError, match="gpu_blocks"):
         replay_with_cpu_tier(trace, gpu_blocks=10, cpu_blocks=0)
+
+
+# ------------------------------------------------------------------ a token-by-token reference for the timed loop
+
+class _Reference:
+    """The timed loop's rules written again, plainly: one dict per request, blocks counted token by token.
+
+    A prefill chunk writes its tokens one at a time and opens a block whenever a token starts
+    one; a token that would need a block when none is free is not written. Preemption, resumption
+    and the step-time formula follow the module docstring of ``timed_serving``.
+    """
+
+    def __init__(self, trace, *, num_blocks, S, budget, chunked, preemption, cpu_blocks, spec, decode_s, token_s,
+                 link):
+        self.N, self.S, self.B, self.chunked, self.mode, self.cpu_cap = num_blocks, S, budget, chunked, preemption, cpu_blocks
+        self.spec, self.decode_s, self.token_s, self.link = spec, decode_s, token_s, link
+        self.reqs = [dict(id=i, prompt=int(p), out=int(o[0]), arrival=float(a - trace.arrival_s[0]), kv=0,
+                          target=int(p), gen=0, last=0.0, ttft=None, finish=None)
+                     for i, (p, o, a) in enumerate(zip(trace.prompt_len, trace.output_len, trace.arrival_s))]
+        self.waiting, self.swapped, self.running = [], [], []
+        self.gaps, self.stalls, self.swaps, self.recomputes, self.moved_total = [], 0, 0, 0, 0
+
+    def blocks(self, tokens):
+        return -(-tokens // self.S)
+
+    def used(self):
+        return sum(self.blocks(q["kv"]) for q in self.running)
+
+    def free(self):
+        return self.N - self.used()
+
+    def preempt(self, q):
+        self.running.remove(q)
+        mode = self.mode
+        if mode == "cheaper":
+            mode = pc.cheaper_preemption(q["kv"], self.spec, link_bytes_per_s=self.link, flops_per_s=1e15,
+                                         prefill_tokens_per_s=1 / self.token_s)
+        cpu_used = sum(self.blocks(s["kv"]) for s in self.swapped)
+        if mode == "swap" and cpu_used + self.blocks(q["kv"]) <= self.cpu_cap:
+            self.swapped.append(q)
+            self.swaps += 1
+            return acc.hybrid_kv_bytes(self.spec, q["kv"])
+        self.recomputes += 1
+        q["kv"], q["target"] = 0, q["prompt"] + q["gen"]
+        self.waiting.insert(0, q)
+        return 0
+
+    def write_prompt_tokens(self, q, budget):
+        taken = 0
+        while taken < budget and q["kv"] < q["target"]:
+            if q["kv"] % self.S == 0 and self.free() == 0:
+                break
+            q["kv"] += 1
+            taken += 1
+        return taken
+
+    def token(self, q, t):
+        if q["gen"] == 0:
+            q["ttft"] = t - q["arrival"]
+        else:
+            self.gaps.append(t - q["last"])
+        q["last"], q["gen"] = t, q["gen"] + 1
+        if q["gen"] == q["out"]:
+            q["finish"] = t
+            self.running.remove(q)
+
+    def run(self):
+        now, arrived, R = 0.0, 0, len(self.reqs)
+        while any(q["finish"] is None for q in self.reqs):
+            while arrived < R and self.reqs[arrived]["arrival"] <= now:
+                self.waiting.append(self.reqs[arrived])
+                arrived += 1
+            if not (self.running or self.waiting or self.swapped):
+                now = self.reqs[arrived]["arrival"]
+                continue
+            moved = 0
+            while self.swapped and len(self.running) < 256 and self.blocks(self.swapped[0]["kv"]) <= self.free():
+                q = self.swapped.pop(0)
+                self.running.append(q)
+                moved += acc.hybrid_kv_bytes(self.spec, q["kv"])
+            decoding = [q for q in self.running if q["kv"] >= q["target"]]
+            head_fits = (not self.chunked and self.waiting and not self.swapped and len(self.running) < 256
+                         and self.blocks(self.waiting[0]["target"]) <= self.free())
+            if head_fits:
+                self.stalls += len(decoding)
+                decoding = []
+            else:
+                while sum(q["kv"] % self.S == 0 for q in decoding) > self.free():
+                    victim = self.running[-1]
+                    if victim in decoding:
+                        decoding.remove(victim)
+                    moved += self.preempt(victim)
+            budget, prefilled, completed = self.B - len(decoding), 0, []
+            if self.chunked:
+                for q in list(self.running):
+                    if budget > 0 and q["kv"] < q["target"]:
+                        took = self.write_prompt_tokens(q, budget)
+                        budget, prefilled = budget - took, prefilled + took
+                        if q["kv"] == q["target"]:
+                            completed.append(q)
+            while self.waiting and budget > 0 and not self.swapped and len(self.running) < 256:
+                q = self.waiting[0]
+                if not self.chunked and q["target"] > budget:
+                    break
+                if self.blocks(min(q["target"], budget)) > self.free():
+                    break
+                self.waiting.pop(0)
+                self.running.append(q)
+                took = self.write_prompt_tokens(q, budget)
+                budget, prefilled = budget - took, prefilled + took
+                if q["kv"] == q["target"]:
+                    completed.append(q)
+            if not (decoding or prefilled or moved) and self.running:
+                moved += self.preempt(self.running[-1])
+            self.moved_total += moved
+            now += self.decode_s + prefilled * self.token_s + moved / self.link
+            for q in decoding:
+                q["kv"] += 1
+                self.token(q, now)
+            for q in completed:
+                self.token(q, now)
+        return self
+
+
+@settings(max_examples=120, deadline=None)
+@given(trace=small_traces(), chunked=st.booleans(), budget=st.integers(8, 64),
+       preemption=st.sampled_from(["recompute", "swap", "cheaper"]), num_blocks=st.integers(26, 40),
+       cpu_blocks=st.sampled_from([0, 8, 1000]))
+def test_timed_loop_equals_the_token_by_token_reference(trace, chunked, budget, preemption, num_blocks, cpu_blocks):
+    if not chunked:
+        budget = 64
+    res = serve_timed(trace, num_blocks=num_blocks, block_size=2, token_budget=budget, chunked_prefill=chunked,
+                      preemption=preemption, cpu_blocks=cpu_blocks, model=TINY, decode_step_s=1.0,
+                      prefill_tokens_per_s=4.0, flops_per_s=1e15, link_bytes_per_s=256.0)
+    ref = _Reference(trace, num_blocks=num_blocks, S=2, budget=budget, chunked=chunked, preemption=preemption,
+                     cpu_blocks=cpu_blocks, spec=TINY, decode_s=1.0, token_s=0.25, link=256.0).run()
+    assert res.ttft_s.tolist() == pytest.approx([q["ttft"] for q in ref.reqs])
+    assert res.finish_s.tolist() == pytest.approx([q["finish"] for q in ref.reqs])
+    assert sorted(res.token_gaps_s.tolist()) == pytest.approx(sorted(ref.gaps))
+    assert (res.stalled_decodes, res.preempted_swap, res.preempted_recompute, res.swapped_bytes) == (
+        ref.stalls, ref.swaps, ref.recomputes, ref.moved_total)

@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from pagedkv_lib import accounting as acc
 from pagedkv_lib.accounting import ModelSpec
+from pagedkv_lib.blocks.block_hash import chain_hashes
 from pagedkv_lib.blocks.hybrid_manager import HybridBlockManager
 from pagedkv_lib.blocks.hybrid_prefix_hits import full_attention_hit, longest_common_hit, sliding_window_hit
 from pagedkv_lib.blocks.manager import BlockManager
@@ -108,7 +109,6 @@ def test_invariants_hold_and_every_hit_is_the_longest_valid_one(ops, S, num_bloc
             continue
         try:
             if kind == "add":
-                from pagedkv_lib.blocks.block_hash import chain_hashes
                 keys = chain_hashes(arg[0], S, hash_fn="blake2b-64")
                 limit = (len(arg[0]) - 1) // S
                 best = max(h for h in range(limit + 1) if _valid_hit(bm, keys, h))

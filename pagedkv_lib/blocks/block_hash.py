@@ -18,6 +18,8 @@ Hash functions on offer (``HASH_FUNCTIONS``; each is ``fn(parent, tokens, extra)
 
 * ``"builtin"``: Python's ``hash`` of the tuple, 64 bits, fast, but not meant to resist
   crafted inputs: ints ``t`` and ``t + 2**61 - 1`` hash alike, so two such token blocks collide;
+  and a str or bytes salt hashes differently in every process (``PYTHONHASHSEED``), so its keys
+  do not travel to another machine;
 * ``"blake2b-64"``: BLAKE2b cut to 8 bytes (``hashlib``), a 64-bit cryptographic hash;
 * ``"sha256"``: SHA-256 (``hashlib``), 256 bits, what vLLM offers for multi-tenant use.
 

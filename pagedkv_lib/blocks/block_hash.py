@@ -38,7 +38,7 @@ BlockHashFn = Callable[[object, tuple, tuple], object]
 """``fn(parent key or None, block tokens, extra keys) -> key`` (an int or bytes)."""
 
 
-def _message(parent: bytes | None, tokens: tuple, extra: tuple) -> bytes:
+def _block_message(parent: bytes | None, tokens: tuple, extra: tuple) -> bytes:
     """An unambiguous byte string for ``(parent, tokens, extra)``, for a hash whose keys have one length.
 
     A tag says whether there is a parent; the token count comes before the tokens, packed as
@@ -60,12 +60,12 @@ def builtin_hash(parent, tokens: tuple, extra: tuple) -> int:
 
 def blake2b_64(parent: bytes | None, tokens: tuple, extra: tuple) -> bytes:
     """BLAKE2b with an 8-byte (64-bit) digest of the block's message."""
-    return hashlib.blake2b(_message(parent, tokens, extra), digest_size=8).digest()
+    return hashlib.blake2b(_block_message(parent, tokens, extra), digest_size=8).digest()
 
 
 def sha256(parent: bytes | None, tokens: tuple, extra: tuple) -> bytes:
     """SHA-256 (32-byte digest) of the block's message."""
-    return hashlib.sha256(_message(parent, tokens, extra)).digest()
+    return hashlib.sha256(_block_message(parent, tokens, extra)).digest()
 
 
 HASH_FUNCTIONS: dict[str, BlockHashFn] = {"builtin": builtin_hash, "blake2b-64": blake2b_64, "sha256": sha256}

@@ -201,28 +201,28 @@ class HybridBlockManager:
         for rid, req in self._requests.items():
             keys = chain_hashes(req.tokens, S, salt=req.salt, hash_fn=self._cache.hash_fn)
             for g, table in enumerate(req.tables):
-                _require(len(table) == blocks_needed(len(req.tokens), S), f"group {g} of {rid!r}: ceil(T/S) entries")
+                _require_hybrid(len(table) == blocks_needed(len(req.tokens), S), f"group {g} of {rid!r}: ceil(T/S) entries")
                 first = self._first_kept(g, len(req.tokens))
                 for i, b in enumerate(table):
-                    _require((b is None) == (i < first), f"group {g} of {rid!r} holds the wrong blocks of its window")
+                    _require_hybrid((b is None) == (i < first), f"group {g} of {rid!r} holds the wrong blocks of its window")
                     if b is None:
                         continue
-                    _require(held.get(b, (None,))[0] != rid, f"block {b} is held twice by {rid!r}")
+                    _require_hybrid(held.get(b, (None,))[0] != rid, f"block {b} is held twice by {rid!r}")
                     name = self._cache.node_of(b)
-                    _require(b not in held or name is not None, f"partial block {b} is shared")
+                    _require_hybrid(b not in held or name is not None, f"partial block {b} is shared")
                     held[b] = (rid, held.get(b, (None, 0))[1] + 1)
                     want = (g, keys[i]) if self.enable_prefix_caching and i < len(keys) else None
-                    _require(name == want, f"block {b} (group {g}, index {i} of {rid!r}) is named wrongly")
+                    _require_hybrid(name == want, f"block {b} (group {g}, index {i} of {rid!r}) is named wrongly")
         uncached, cached = self.free_queue()
         free = set(uncached) | set(cached)
-        _require(len(free) == len(uncached) + len(cached), "a block appears twice in the free queue")
+        _require_hybrid(len(free) == len(uncached) + len(cached), "a block appears twice in the free queue")
         for b in range(self.num_blocks):
-            _require(self._pool.ref_count(b) == held.get(b, (None, 0))[1], f"ref count of block {b} is not its holders")
-            _require((b in free) != (b in held), f"block {b} must be free or held, never both or neither")
-        _require(all(self._cache.is_cached(b) for b in cached), "a cached free block is not served by the cache")
-        _require(all(self._cache.node_of(b) is None for b in uncached), "an uncached free block still has a name")
+            _require_hybrid(self._pool.ref_count(b) == held.get(b, (None, 0))[1], f"ref count of block {b} is not its holders")
+            _require_hybrid((b in free) != (b in held), f"block {b} must be free or held, never both or neither")
+        _require_hybrid(all(self._cache.is_cached(b) for b in cached), "a cached free block is not served by the cache")
+        _require_hybrid(all(self._cache.node_of(b) is None for b in uncached), "an uncached free block still has a name")
 
 
-def _require(condition: bool, invariant: str) -> None:
+def _require_hybrid(condition: bool, invariant: str) -> None:
     if not condition:
         raise InvariantError(f"invariant broken: {invariant}")

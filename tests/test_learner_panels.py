@@ -215,6 +215,34 @@ def test_the_labs_state_goes_to_the_room_without_its_outcome_until_the_commit(tm
     assert "You predicted tail slack; it is" in room.handoff()
 
 
+def test_the_default_hand_off_carries_every_committed_prediction_and_no_uncommitted_answer(tmp_path):
+    """Lesson 01 says the hand-off carries your committed predictions: the claim item (the default) too."""
+    room = research_room("01_intuition", "claim", folder=tmp_path)
+    assert "My committed predictions in this lesson" in room.handoff() and "- none committed yet" in room.handoff()
+    lens = learning_map.lens("01_intuition")
+    g = secret_gate()
+    lens.commit(lens.choices[0])
+    text = room.handoff()
+    assert f"- {lens.question} I predicted {lens.choices[0]}; it is {lens.answer} (wrong)." in text
+    assert "12345" not in text and "12,345" not in text and "SECRET" not in text   # q-blocks: not committed
+    g.commit(12345)
+    assert "How many physical blocks does the batch use? I predicted 12345; it is 12345 (right)." in room.handoff()
+    assert "SECRET" not in room.handoff()   # the reveal's explanation stays on the page
+
+
+def test_the_room_widget_picks_up_a_commit_and_a_lab_control_moved_after_it_was_drawn(tmp_path):
+    the_lab = LV.AllocationLab(trace="A1-A3 batch", block_size=16)
+    view = research_room("04_demo", "claim", lab=the_lab, folder=tmp_path).widget
+    assert "The lab's state now: trace = A1-A3 batch, block size S = 16, sharing = on" in view.handoff.value
+    assert "- none committed yet" in view.handoff.value
+    the_lab.gate.widget.input.value = "tail slack"
+    the_lab.gate.widget._on_commit()   # what a click runs
+    assert f"- {the_lab.gate.question} I predicted tail slack; it is" in view.handoff.value
+    the_lab.block_size.value = 8   # the slider, as a learner drags it
+    assert "block size S = 8" in view.handoff.value and "block size S = 16," not in view.handoff.value
+    assert "S = 16, sharing on. Which effect" in view.handoff.value   # the earlier commit stays listed
+
+
 def test_the_room_widgets_rebuild_the_hand_off_live(tmp_path):
     room = research_room("03_code", "claim", folder=tmp_path)
     view = room.widget

@@ -1,8 +1,8 @@
 """Static checks of the lessons' predictions: nothing on screen answers a prediction before its commit.
 
-A gate cell (one that calls ``W.predict``) computes, checks and builds the gate; the prose of its
-reveal lives in the hidden cell just before it (tagged ``reveal-text``, source hidden in JupyterLab and
-shown as a closed form in Colab), so reading the visible code does not give the answer away.
+A gate cell (one that calls ``W.ask``) computes what it shows and names the gate by id and question;
+its choices, answer and reveal come from the library's answer keys (``pagedkv_lib.lesson.answer_keys``),
+so no cell, hidden or not, holds them (``test_lesson_sources_hide_answers`` looks for their words).
 """
 from pathlib import Path
 
@@ -19,17 +19,15 @@ def cells(path: Path):
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
-def test_gate_cells_hold_no_reveal_prose_and_their_text_cell_is_hidden(path):
+def test_gate_cells_hold_no_reveal_prose_and_no_cell_holds_reveal_text(path):
     nb = cells(path)
-    gates = [i for i, c in enumerate(nb) if c.cell_type == "code" and "W.predict(" in c.source]
+    gates = [i for i, c in enumerate(nb) if c.cell_type == "code" and "W.ask(" in c.source]
     assert len(gates) >= 2, "a lesson needs at least two gated predictions"
     for i in gates:
-        assert '"""' not in nb[i].source, f"cell {i}: reveal prose belongs in the hidden cell before it"
-        text = nb[i - 1]
-        if "reveal_text()" in nb[i].source:
-            assert text.metadata.get("tags") == ["reveal-text"] and "def reveal_text" in text.source
-            assert text.metadata["jupyter"]["source_hidden"] is True
-            assert text.metadata["cellView"] == "form" and text.source.startswith("# @title")
+        assert '"""' not in nb[i].source, f"cell {i}: reveal prose belongs in the gate's answer key"
+    for i, c in enumerate(nb):
+        assert "reveal-text" not in c.metadata.get("tags", []) and "def reveal_text" not in c.source, (
+            f"cell {i} holds reveal text: it belongs in pagedkv_lib.lesson.answer_keys")
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
@@ -45,7 +43,7 @@ def test_lesson_has_the_structure_parts(path):
     for part in ("Learner contract", "Prerequisites", "Practice", "What to remember", "Claim review",
                  "Not claimed", "Sources", "cost and latency observability"):
         assert part in text, f"{path.stem} lacks {part!r}"
-    assert "W.practice(" in "\n".join(c.source for c in cells(path))
+    assert "W.exercise(" in "\n".join(c.source for c in cells(path))
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
@@ -67,4 +65,6 @@ def test_lesson_opens_with_its_map_and_lens_and_ends_with_the_research_room(path
     assert lens.answer.lower() not in shown_before, "the lens is answered on screen before it is asked"
     assert lens.reveal[:40].lower() not in shown_before
     assert f'research_room("{path.stem}", "claim"' in nb[-1].source
-    assert any("W.practice(" in c.source and "canvas=True" in c.source for c in nb), "no practice has a canvas"
+    from pagedkv_lib.lesson.answer_keys import PRACTICE_KEYS
+    assert any(k.canvas for k in PRACTICE_KEYS.values() if k.lesson == path.stem and f'"{k.id}"' in
+               "\n".join(c.source for c in nb)), "no practice has a canvas"

@@ -291,3 +291,44 @@ def test_in_a_kernel_the_gate_is_a_widget_and_commit_shows_the_reveal_under_its_
     assert practice["number"]["value"] == 3 and practice["number"]["right"] is False   # the first try
     assert practice["text"]["checks"] == {"claim": True, "mechanism": True, "bridge": True}
     assert not any(MIME in o.get("data", {}) for o in outs[5])
+
+
+# ------------------------------------------------------------------ clicks that waited behind running cells
+
+def test_a_clicks_wait_is_measured_with_the_clock_difference_removed():
+    from datetime import datetime, timedelta, timezone
+    from pagedkv_lib.lesson import click_delay as CD
+    CD._OFFSET.clear()
+    now = datetime(2026, 12, 3, 14, 0, tzinfo=timezone.utc)
+    assert CD.wait_of(now, now) is None                       # no cell seen yet: unknown, never refused
+    behind = timedelta(hours=1)                                # the browser's clock is an hour slow
+    CD.note_cell_start(now - behind - timedelta(seconds=4), now - timedelta(seconds=3.7))  # queued cell
+    CD.note_cell_start(now - behind - timedelta(seconds=2), now - timedelta(seconds=1.9))  # a prompt one
+    assert CD._OFFSET == [pytest.approx(3600.1)]
+    assert CD.wait_of(now - behind - timedelta(seconds=0.1), now) == pytest.approx(0.0)   # handled at once
+    assert CD.wait_of(now - behind - timedelta(seconds=9.1), now) == pytest.approx(9.0)   # waited 9 s
+    assert CD.stamp({"header": {"date": "2026-12-03T13:00:00.5Z"}}) == datetime(
+        2026, 12, 3, 13, 0, 0, 500000, tzinfo=timezone.utc)
+    assert CD.stamp({"header": {"date": "yesterday"}}) is None and CD.stamp({}) is None
+    CD._OFFSET.clear()
+
+
+def test_a_commit_or_check_clicked_while_cells_ran_is_refused_visibly_and_changes_nothing(monkeypatch):
+    from pagedkv_lib.lesson import click_delay as CD
+    g = ctok_gate()
+    view = g.widget
+    view.input.value = "about 800 KiB"
+    monkeypatch.setattr(CD, "click_wait", lambda: 12.4)        # the click waited 12 s behind Run All
+    view._on_commit()
+    assert not g.committed and W.record() == [] and view.output.outputs == ()
+    assert "busy running cells for 12 s" in view.message.value and "Press Commit again" in view.message.value
+    assert not view.button.disabled
+    p = W.practice("p-b", "Blocks?", answer=63, hints=["h"])
+    p.widget.input.value = "63"
+    p.widget._on_check()
+    assert p.tries == [] and "Press Check again" in p.widget.feedback.value
+    monkeypatch.setattr(CD, "click_wait", lambda: 0.4)         # handled at once: committed and saved
+    view._on_commit()
+    assert g.committed and view.message.value == "Committed." and g.saved["value"] == "about 800 KiB"
+    p.widget._on_check()
+    assert p.solved and len(p.tries) == 1

@@ -1,6 +1,9 @@
 """What the notebooks use, and only they: nothing else in :mod:`pagedkv_lib` imports this package.
 
 * :mod:`.gates`: predictions that stay hidden until committed, and their record.
+* :mod:`.answer_keys`: what each lesson's gates and practices hold back (answers, reveals, hints,
+  known mistakes), one module per lesson, computed from the live state a cell passes in.
+* :mod:`.click_delay`: how long a click waited behind running cells (a late Commit is refused).
 * :mod:`.record`: each commit saved with the notebook, as an output of its own mime type.
 * :mod:`.practice`, :mod:`.canvas`: the practice loop with hints and known mistakes; its answer
   canvas's three word-rule checks (Claim, Mechanism, Bridge).

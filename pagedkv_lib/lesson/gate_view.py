@@ -4,6 +4,7 @@ Handlers only ask the gate (:class:`.gates.Gate`); the gate decides what to show
 """
 from __future__ import annotations
 
+from . import click_delay
 from .views import escape
 
 
@@ -26,6 +27,7 @@ class GateView:
         self.button.on_click(self._on_commit)
         self.box = w.VBox([self.question, w.HBox([self.input, self.units]),
                            w.HBox([self.button, self.message]), self.output])
+        click_delay.watch()
         self._sync()
 
     def _on_commit(self, _button=None) -> None:
@@ -35,6 +37,10 @@ class GateView:
         value = self.input.value
         if value is None or value == "":
             self.message.value = "Choose or type a prediction first."
+            return
+        refused = click_delay.refusal("Commit")   # a click that waited behind running cells
+        if refused:
+            self.message.value = refused
             return
         try:
             self.gate.commit(value, clicked=True)

@@ -22,9 +22,10 @@ from typing import Sequence
 from ..course.learner import check_value
 from . import practice as _practice_module
 from . import record as saved
+from .answer_keys import gate_key
 from .gate_view import GateView
 from .inputs import check_id, lookup, parse_number
-from .practice import Practice, check, explain, hint, practice  # noqa: F401 (the lesson API: W.practice, ...)
+from .practice import Practice, check, exercise, explain, hint, practice  # noqa: F401 (the lesson API: W.exercise, ...)
 from .record import RECORD, Slot, now, set_notebook  # noqa: F401 (W.set_notebook)
 from .reveal import hold_figures, rendered
 from .views import Shown, in_kernel
@@ -133,6 +134,7 @@ class Gate(Shown):
         else:
             saved.emit(self.saved)
         self._reveal()
+        saved.committed()
         return dict(entry)
 
     def verdict(self) -> str:
@@ -234,6 +236,18 @@ def predict(qid: str, question: str, *, answer, choices: Sequence | None = None,
         gate.prediction, gate.outcome, gate.revealed = old.prediction, old.outcome, True
         gate.saved = old.saved
     return arm(gate)
+
+
+def ask(qid: str, question: str, **live) -> Gate:
+    """A lesson's gated prediction: the cell gives its id, its question and the live objects it made.
+
+    The choices (or units), the answer and the reveal come from the gate's answer key
+    (:mod:`.answer_keys`), computed from ``live`` now, with the checks behind them, so the notebook's
+    source holds none of them. Display the returned :class:`Gate`.
+    """
+    key = gate_key(qid)
+    return predict(qid, question, answer=key.answer(live), choices=key.choices, number=key.units,
+                   reveal=key.reveal(live), tolerance=key.tolerance, mistakes=dict(key.mistakes))
 
 
 def arm(gate: Gate) -> Gate:

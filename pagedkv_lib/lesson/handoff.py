@@ -2,10 +2,11 @@
 
 :func:`handoff_text` builds it from what the learner has seen and chosen: the course and lesson,
 the item and its content (an equation's LaTeX, the source of the library function a code cell
-shows, a demo state's controls and the learner's committed prediction), the question, the evidence
-to inspect, the companion's four choices, the draft, and the request to the tutor. It holds nothing
-the learner has not seen: a gate not yet committed contributes its question only, never its answer
-or explanation. Building it sends nothing anywhere.
+shows, a demo state's controls and the learner's committed prediction), the lab's state where a lab
+is attached, every prediction the learner has committed in this kernel with its outcome, the
+question, the evidence to inspect, the companion's four choices, the draft, and the request to the
+tutor. It holds nothing the learner has not seen: a gate not yet committed contributes its question
+only, never its answer or explanation. Building it sends nothing anywhere.
 """
 from __future__ import annotations
 
@@ -56,6 +57,21 @@ def prediction_note(gate) -> str:
     return f"Prediction asked: {gate.question} {gate.verdict()}"
 
 
+def committed_lines(records) -> list[str]:
+    """One line per committed prediction in ``records`` (the kernel's record, oldest first): the
+    question, what the learner predicted and, where it was judged, the outcome they were shown."""
+    lines = []
+    for e in records:
+        if e.get("kind") != "predict":
+            continue
+        mine = e["choice"] if e.get("choice") is not None else e.get("value")
+        if e.get("outcome") == "recorded":
+            lines.append(f"- {e['question']} I predicted {mine} (recorded, not judged here).")
+        else:
+            lines.append(f"- {e['question']} I predicted {mine}; it is {e['answer']} ({e['outcome']}).")
+    return lines
+
+
 def item_content(item: Item, gate=None, lab_state: dict | None = None) -> str:
     """The item's content as the hand-off carries it."""
     if item.kind == "equation":
@@ -73,11 +89,22 @@ def item_content(item: Item, gate=None, lab_state: dict | None = None) -> str:
 
 
 def handoff_text(lesson: Lesson, item: Item, question: str, choices: dict, *, note: str = "",
-                 next_action: str = "", gate=None, lab_state: dict | None = None) -> str:
-    """The whole hand-off text, ready to paste."""
+                 next_action: str = "", gate=None, lab_state: dict | None = None, lab_now: dict | None = None,
+                 committed: list[dict] = ()) -> str:
+    """The whole hand-off text, ready to paste.
+
+    ``lab_state``: the selected demo item's own controls; ``lab_now``: an attached lab's controls,
+    named whatever the item (omitted when it is the item's own state); ``committed``: the kernel's
+    record of commits and checks, of which the predictions are listed.
+    """
     lines = [f"I am studying the course {COURSE}, lesson {lesson.name} ({lesson.section}: {lesson.title}).",
-             f"Selected item ({item.kind}): {item.title}", item_content(item, gate, lab_state), "",
-             f"My question: {question.strip() or default_question(item)}", "", "Evidence to inspect:"]
+             f"Selected item ({item.kind}): {item.title}", item_content(item, gate, lab_state)]
+    if lab_now is not None and lab_now != lab_state:
+        lines.append("The lab's state now: " + ", ".join(f"{k} = {v}" for k, v in lab_now.items()))
+    predicted = committed_lines(committed)
+    lines += ["", "My committed predictions in this lesson (each made before I saw its answer):"]
+    lines += predicted or ["- none committed yet"]
+    lines += ["", f"My question: {question.strip() or default_question(item)}", "", "Evidence to inspect:"]
     lines += [f"- {e}" for e in item.evidence]
     lines += ["", "What would resolve this:"] + [f"- {r}" for r in item.resolve] + [""]
     lines += [f"{LABELS[k]}: {choices[k]}" for k in COMPANION]

@@ -15,7 +15,9 @@ from typing import Sequence
 
 from ..course.learner import check_value
 from . import canvas as _canvas
+from . import click_delay
 from . import record as saved
+from .answer_keys import practice_key
 from .inputs import check_id, lookup, parse_number
 from .record import RECORD, Slot, now
 from .views import Shown, escape
@@ -181,11 +183,16 @@ class _PracticeView:
         parts += [w.HBox([self.input, w.Label(practice.units), self.check_button, self.hint_button]),
                   self.feedback, self.hint_list]
         self.box = w.VBox(parts)
+        click_delay.watch()
 
     def _on_type(self, change=None) -> None:
         self.readiness.value = checks_html(self.practice.readiness(self.canvas.value))
 
     def _on_check(self, _button=None) -> None:
+        refused = click_delay.refusal("Check")   # a click that waited behind running cells
+        if refused:
+            self.feedback.value = f"<i>{escape(refused)}</i>"
+            return
         note = ""
         if self.canvas is not None and self.canvas.value.strip():
             self.practice.explain(self.canvas.value, clicked=True)
@@ -215,6 +222,18 @@ def practice(pid: str, question: str, *, answer, hints: Sequence[str] = (), mist
                  canvas=canvas, bridges=bridges)
     PRACTICES[pid] = p
     return p
+
+
+def exercise(pid: str, question: str, **live) -> Practice:
+    """A lesson's practice: the cell gives its id, its question and the live objects it made.
+
+    The answer, the hints (shown one at a time, on request, after a first try) and the known mistakes
+    come from the practice's answer key (:mod:`.answer_keys`), so the notebook's source lists none of
+    them. Display the returned :class:`Practice`.
+    """
+    key = practice_key(pid)
+    return practice(pid, question, answer=key.answer(live), hints=key.hints, mistakes=key.mistakes(live),
+                    units=key.units, canvas=key.canvas, bridges=key.bridges)
 
 
 def _practice(pid: str) -> Practice:

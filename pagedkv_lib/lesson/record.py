@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import weakref
 from datetime import datetime, timezone
 
 from ..course.learner.record import PREDICTION_KINDS as KINDS, PREDICTION_MIME as MIME  # noqa: F401 (saved.MIME)
@@ -23,6 +24,26 @@ RECORD: list[dict] = []
 """Every commit and practice check of this kernel, oldest first (read it through ``gates.record()``)."""
 
 _NOTEBOOK: list[str] = []
+_LISTENERS: list[weakref.WeakMethod] = []
+
+
+def on_commit(method) -> None:
+    """Call the bound ``method`` (no arguments) after every commit of a prediction, while its object lives.
+
+    What shows the learner's commits elsewhere (the research room's hand-off) listens, so it never
+    shows an older record than the kernel holds.
+    """
+    _LISTENERS.append(weakref.WeakMethod(method))
+
+
+def committed() -> None:
+    """Tell every live listener that a prediction was committed; forget the dead ones."""
+    alive = [ref for ref in _LISTENERS if ref() is not None]
+    _LISTENERS[:] = alive
+    for ref in alive:
+        method = ref()
+        if method is not None:
+            method()
 
 
 def now() -> str:

@@ -11,6 +11,7 @@ Ctrl+C. Nothing here makes a network call. Without widgets, :meth:`ResearchRoom.
 from __future__ import annotations
 
 from . import drafts, handoff as H, items as I
+from .record import on_commit
 from .views import Shown, escape
 
 COPY_BUTTON = """<button class="jupyter-button widget-button pagedkv-copy" onclick="(function(b){
@@ -52,6 +53,7 @@ class ResearchRoom(Shown):
         return _GATES.get(self.item.gate) if self.item.gate else None
 
     def lab_state(self) -> dict | None:
+        """The lab item's demo state (its controls), when the lab item is selected and a lab is attached."""
         return self.lab.state() if self.item.id == "lab" and self.lab is not None else None
 
     def set(self, **fields) -> "ResearchRoom":
@@ -83,8 +85,10 @@ class ResearchRoom(Shown):
 
     def handoff(self) -> str:
         """The hand-off text for the selected item, as it stands now."""
+        from .gates import record
         return H.handoff_text(self.lesson, self.item, self.question, self.choices, note=self.note,
-                              next_action=self.next_action, gate=self.gate(), lab_state=self.lab_state())
+                              next_action=self.next_action, gate=self.gate(), lab_state=self.lab_state(),
+                              lab_now=None if self.lab is None else self.lab.state(), committed=record())
 
     def save_draft(self) -> str:
         """Save the selected item's note, next action and question beside the notebook; return the message."""
@@ -141,6 +145,12 @@ class _RoomView:
         self.copy = w.HTML(COPY_BUTTON)
         self.save.on_click(self._on_save)
         self.pull()
+        on_commit(self.pull)   # a prediction committed after the room was drawn joins the hand-off
+        lab = room.lab
+        for name in ("trace", "block_size", "sharing", "n"):   # so does a lab control moved since
+            control = getattr(lab, name, None)
+            if hasattr(control, "observe"):
+                control.observe(self._on_lab, names="value")
         self.item.observe(self._on_item, names="value")
         for control in (self.question, self.note, self.next_action, *self.companion.values()):
             control.observe(self._on_change, names="value")
@@ -169,6 +179,10 @@ class _RoomView:
             self.handoff.value = room.handoff()
         finally:
             self._pulling = False
+
+    def _on_lab(self, change=None) -> None:
+        if not self._pulling:
+            self.pull()
 
     def _on_item(self, change) -> None:
         if not self._pulling:

@@ -1,0 +1,123 @@
+"""No lesson's file holds what its predictions and practices keep back until the learner commits.
+
+What is kept back comes from the library's registry (:mod:`pagedkv_lib.lesson.answer_keys`, and each
+lesson's opening lens in :mod:`pagedkv_lib.lesson.items`): every choice of a keyed gate (any of them
+may be the answer), the words of every reveal, every misconception a gate names, and every hint and
+recognised mistake of every practice. Each is looked for in every cell of every lesson, code and
+markdown, collapsed or not, and in the outputs saved in the file, case and line breaks aside. Answers
+that are numbers come from live state, so the test also checks the one way they could be written in
+the notebook: no lesson calls ``predict`` or ``practice`` with an answer, hints or mistakes of its own.
+"""
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import LESSONS
+from pagedkv_lib.lesson.answer_keys import GATE_KEYS, PRACTICE_KEYS
+from pagedkv_lib.lesson.items import lesson as lesson_items
+
+SHORTEST = 12
+"""Kept-back text shorter than this (characters, after folding) is not looked for: "0", "4" and "yes" are
+everywhere in a lesson without giving anything away."""
+
+
+def fold(text: str) -> str:
+    """Lower case, markdown emphasis and code marks dropped, every run of white space one space."""
+    return " ".join(re.sub(r"[*`]", "", text).lower().split())
+
+
+def literal_pieces(template: str) -> list[str]:
+    """The text of a reveal template between its ``{fields}``: what it says whatever the live values."""
+    return [fold(literal) for literal, *_ in string.Formatter().parse(template)]
+
+
+def kept_back(name: str) -> list[tuple[str, str]]:
+    """``(what, folded text)`` for everything lesson ``name`` holds back until a commit."""
+    out = []
+    lens = lesson_items(name).lens
+    out += [(f"{lens.id} answer", fold(lens.answer))]
+    out += [(f"{lens.id} reveal", fold(s)) for s in re.split(r"(?<=[.:])\s+", lens.reveal)]
+    out += [(f"{lens.id} misconception", fold(m)) for m in lens.mistakes.values()]
+    for key in GATE_KEYS.values():
+        if key.lesson != name:
+            continue
+        out += [(f"{key.id} choice", fold(str(c))) for c in key.choices or ()]
+        out += [(f"{key.id} reveal", piece) for t in key.texts for piece in literal_pieces(t)]
+        out += [(f"{key.id} misconception", fold(m)) for m in key.mistakes.values()]
+    for key in PRACTICE_KEYS.values():
+        if key.lesson == name:
+            out += [(f"{key.id} hint", fold(h)) for h in key.hints]
+            out += [(f"{key.id} mistake", fold(m)) for m in key.mistake_texts]
+    return [(what, text) for what, text in out if len(text) >= SHORTEST]
+
+
+def output_text(output) -> str:
+    if output.get("output_type") == "stream":
+        return "".join(output.get("text", ""))
+    data = output.get("data", {})
+    return "\n".join("".join(v) if isinstance(v, list) else str(v) for k, v in data.items()
+                     if k.startswith("text/"))
+
+
+def everything_in(path: Path) -> list[tuple[str, str]]:
+    """``(where, folded text)`` of each cell's source and each saved output of the notebook."""
+    out = []
+    for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        out.append((f"cell {i} ({cell.cell_type}, id {cell.get('id')})", fold(cell.source)))
+        out += [(f"cell {i} output {k}", fold(output_text(o))) for k, o in enumerate(cell.get("outputs", []))]
+    return out
+
+
+def test_every_gate_and_practice_of_a_lesson_has_a_key_and_every_key_is_used():
+    sources = {p.stem: "\n".join(c.source for c in nbformat.read(p, as_version=4).cells) for p in LESSONS}
+    for key in [*GATE_KEYS.values(), *PRACTICE_KEYS.values()]:
+        assert key.lesson in sources, f"{key.id}: no lesson {key.lesson!r}"
+        call = "W.ask(" if key.id in GATE_KEYS else "W.exercise("
+        assert re.search(re.escape(call) + r"\s*" + re.escape(f'"{key.id}"'), sources[key.lesson]), (
+            f"{key.id}'s key is not used by {key.lesson}")
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_no_lesson_writes_an_answer_hint_or_mistake_of_its_own(path):
+    for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        calls = re.findall(r"\b(?:W\.|gates\.)?(predict|practice)\s*\(", cell.source)
+        assert not calls, (f"{path.stem} cell {i} builds a gate or practice by hand ({calls}): name it by id "
+                           "with W.ask or W.exercise, and put its answer in pagedkv_lib.lesson.answer_keys")
+        for word in ("answer=", "hints=", "mistakes="):
+            assert word not in cell.source.replace(" ", ""), f"{path.stem} cell {i} passes {word}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_no_lesson_file_holds_what_a_commit_reveals(path):
+    secrets = kept_back(path.stem)
+    assert secrets, f"nothing is kept back in {path.stem}?"
+    found = [f"{what} {text!r} in {where}" for where, body in everything_in(path)
+             for what, text in secrets if text in body]
+    assert not found, "\n".join(found)
+
+
+def test_the_scan_finds_a_hint_pasted_into_a_collapsed_cell(tmp_path):
+    """The test above can fail: a hint in a collapsed markdown cell, or a reveal in an output, is found."""
+    path = LESSONS[0]
+    nb = nbformat.read(path, as_version=4)
+    hint = next(k for k in PRACTICE_KEYS.values() if k.lesson == path.stem).hints[0]
+    hidden = nbformat.v4.new_markdown_cell(f"Stuck?\n\n{hint.upper()}")
+    hidden.metadata["jupyter"] = {"source_hidden": True}
+    nb.cells.append(hidden)
+    copy = tmp_path / path.name
+    nbformat.write(nb, copy)
+    found = [w for w, body in everything_in(copy) for _, text in kept_back(path.stem) if text in body]
+    assert found and "source_hidden" not in found[0]
+    key = next(k for k in GATE_KEYS.values() if k.lesson == path.stem)
+    out = nbformat.v4.new_code_cell("x")
+    out.outputs = [nbformat.v4.new_output("display_data", {"text/markdown": key.texts[0].format_map(
+        {f: 7 for _, f, *_ in string.Formatter().parse(key.texts[0]) if f})})]
+    nb.cells = nb.cells[:-1] + [out]
+    nbformat.write(nb, copy)
+    assert any("output" in w for w, body in everything_in(copy) for _, text in kept_back(path.stem)
+               if text in body)

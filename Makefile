@@ -50,20 +50,24 @@ EXCHANGE  ?= /srv/nbgrader/exchange
 HUB_STATE ?= hub/state
 HOMES     ?=
 COURSE    ?=
+# What learners run (hub/accounts.py): the learner release and a venv with its library, readable by all.
+RUNTIME   ?= /srv/pagedkv
 
 $(HUB_PROXY): hub/package.json hub/package-lock.json
 	@command -v npm >/dev/null || { echo "the hub's proxy needs node >= 20 and npm (e.g. apt-get install nodejs npm)" >&2; exit 1; }
 	npm ci --prefix hub --no-audit --no-fund --loglevel=error
 	@touch $(HUB_PROXY)
 
-hub: $(STAMP) $(HUB_PROXY)  ## JupyterHub for a class on this server, as root (PORT=8000 CLASS=hub/roster.csv EXCHANGE=/srv/nbgrader/exchange)
+hub: $(STAMP) $(HUB_PROXY) release  ## JupyterHub for a class on this server, as root (PORT=8000 CLASS=hub/roster.csv EXCHANGE=/srv/nbgrader/exchange RUNTIME=/srv/pagedkv)
 	@test "$$(id -u)" = 0 || { echo "make hub creates system users and starts servers as them: run it as root (sudo make hub)" >&2; exit 1; }
 	$(BIN)/python hub/accounts.py create --roster "$(abspath $(CLASS))" --exchange "$(abspath $(EXCHANGE))" \
+		--release "$(abspath $(RELEASE))" --runtime "$(abspath $(RUNTIME))" \
 		$(if $(HOMES),--homes "$(abspath $(HOMES))") $(if $(COURSE),--course "$(abspath $(COURSE))")
 	@mkdir -p "$(HUB_STATE)" && chmod 700 "$(HUB_STATE)"
 	cd "$(HUB_STATE)" && PATH="$(BIN):$$PATH" PAGEDKV_HUB_IP=$(HUB_IP) PAGEDKV_HUB_PORT=$(HUB_PORT) \
 		PAGEDKV_HUB_STATE="$(abspath $(HUB_STATE))" PAGEDKV_ROSTER="$(abspath $(CLASS))" \
 		PAGEDKV_EXCHANGE="$(abspath $(EXCHANGE))" PAGEDKV_COURSE="$(if $(COURSE),$(abspath $(COURSE)))" \
+		PAGEDKV_RUNTIME="$(abspath $(RUNTIME))" \
 		exec $(BIN)/jupyterhub -f "$(CURDIR)/hub/jupyterhub_config.py"
 
 hub-stop:  ## stop the hub started by make hub (by its pid): it stops every user's server and the proxy

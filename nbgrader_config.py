@@ -4,6 +4,8 @@ Instructor copies with solutions and hidden tests live in solutions/<assignment>
 copies nbgrader generates from them live in exercises/<assignment>/ and are committed. The class
 workflow around nbgrader (collect, parallel autograde, status, report) is `python -m pagedkv_lib.course`.
 """
+import os
+
 c = get_config()  # noqa: F821 (provided by nbgrader)
 
 c.CourseDirectory.course_id = "pagedkv"
@@ -12,7 +14,9 @@ c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
-c.CourseDirectory.db_url = "sqlite:///gradebook.db"
+# One gradebook, beside this file, wherever nbgrader starts: formgrader's server on a hub starts in the
+# instructor's home, `make autograde` in the course; a relative path would give each its own.
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(os.path.dirname(os.path.realpath(__file__)), "gradebook.db")
 # Test cells' judging runs outside the learner's kernel; the release carries no grader-only file.
 
 # Student notebooks keep no outputs; a stub is what learners replace.

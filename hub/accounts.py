@@ -1,13 +1,25 @@
 """The class's accounts on one server: a real system user per roster row, run as root by ``make hub``.
 
 ``python hub/accounts.py create`` reads the roster (``id,role,name``; role is ``instructor`` or
-``learner``) and, for each row that has no system user yet, creates one with its own group and a
-private home (0700). Learners get a copy of the lessons in ``~/lessons``; the instructor gets the
-course repository in ``--course`` (default ``~/pagedkv``), owned by them: it is their nbgrader course
-directory, with ``.venv`` pointing at this checkout's venv so ``make autograde`` and the rest work there.
+``learner``) and:
+
+- installs what learners run in ``--runtime`` (default ``/srv/pagedkv``), readable by every user: the
+  learner release (``make release``: lessons, released sets, the library without the grader) in
+  ``release/``, the servers' Jupyter configuration in ``singleuser/``, and ``venv/``, this checkout's
+  venv with the library from the release's wheel in place of this checkout (its files hard-linked, so
+  it costs almost no disk);
+- creates, for each row without a system user, one with its own group and a private home (0700).
+  Learners get the release's lessons in ``~/lessons``; the instructor gets the course repository in
+  ``--course`` (default ``~/pagedkv``), owned by them: their nbgrader course directory, with its own
+  ``.venv`` (the same hard-linked venv, importing the library from that course directory);
+- writes the variant keys for the roster in the course directory (``make keys``, as the instructor), so
+  each learner's server starts with their key;
+- takes every permission of other users off this checkout: it holds ``solutions/``, and nobody but root
+  needs it now (the learners run the release, the instructor their own copy).
+
 The exchange root is created world-writable with the sticky bit (nbgrader's file exchange).
-``python hub/accounts.py remove`` deletes the roster's users and their homes (the tests' clean-up).
-Existing users and folders are left as they are, so running it again is safe.
+``python hub/accounts.py remove`` deletes the roster's users, their homes, everything they own in the
+exchange and the runtime. Existing users and folders are left as they are, so ``create`` again is safe.
 """
 from __future__ import annotations
 
@@ -16,12 +28,14 @@ import csv
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 ROLES = ("instructor", "learner")
 
 
@@ -80,11 +94,99 @@ def course_files() -> list[str]:
     return [n for n in out.split("\0") if n]
 
 
-def chown_tree(path: Path, user: str) -> None:
-    subprocess.run(["chown", "-R", "--no-dereference", f"{user}:{user}", str(path)], check=True)
+def chown_tree(path: Path, user: str, skip: Path | None = None) -> None:
+    """``user`` owns ``path`` and everything under it but ``skip`` (a hard-linked venv: its files are this checkout's)."""
+    if not path.is_dir():
+        os.lchown(path, pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid)
+        return
+    for folder, dirs, files in os.walk(path):
+        if skip is not None and Path(folder) == skip.parent and skip.name in dirs:
+            dirs.remove(skip.name)
+            os.lchown(skip, pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid)
+        for name in [folder, *(os.path.join(folder, f) for f in files + dirs)]:
+            os.lchown(name, pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid)
 
 
-def create(members: list[Member], exchange: Path, home_root: Path | None, course: Path | None) -> None:
+# ---- what the users run -------------------------------------------------------------------------------
+
+def _checkout_library(rel: str) -> bool:
+    """This checkout's own install of pagedkv_lib inside its venv (editable: it points into the checkout)."""
+    name = rel.rsplit("/", 1)[-1]
+    return (name.startswith("__editable__") and "pagedkv_lib" in name) or name.startswith("pagedkv_lib-")
+
+
+def venv_copy(dest: Path) -> Path:
+    """A copy of this checkout's venv at ``dest``, without the checkout's own library; returns its site-packages.
+
+    Files are hard links (the venv is about 3 GB), except the scripts in ``bin/`` that name the venv's
+    path, which are rewritten to name ``dest``. Nothing is ever written through a link: the copy is root's."""
+    src = (REPO / ".venv").resolve()
+    if dest.exists():
+        shutil.rmtree(dest)
+    for folder, dirs, files in os.walk(src):
+        rel_dir = Path(folder).relative_to(src)
+        dirs[:] = [d for d in dirs if not _checkout_library(d)]
+        (dest / rel_dir).mkdir(mode=0o755, exist_ok=True)
+        for name in [*files, *(d for d in dirs if (Path(folder) / d).is_symlink())]:
+            here, there = Path(folder) / name, dest / rel_dir / name
+            if _checkout_library(name):
+                continue
+            if here.is_symlink():
+                target = os.readlink(here)
+                there.symlink_to(target.replace(str(src), str(dest), 1) if target.startswith(str(src)) else target)
+            elif rel_dir.parts[:1] == ("bin",) and str(src).encode() in (data := here.read_bytes()):
+                there.write_bytes(data.replace(str(src).encode(), str(dest).encode()))
+                there.chmod(here.stat().st_mode & 0o777)
+            else:
+                try:
+                    os.link(here, there)
+                except OSError:   # another filesystem: a copy
+                    shutil.copy2(here, there)
+        dirs[:] = [d for d in dirs if not (Path(folder) / d).is_symlink()]
+    (site,) = dest.glob("lib/python*/site-packages")
+    return site
+
+
+def install_runtime(release: Path, runtime: Path) -> Path:
+    """The learners' side in ``runtime``, readable by all: the release, the servers' config, a venv with the
+    release's wheel. Rebuilt on every run (stop the hub first). Returns the venv's python."""
+    if not (release / ".learner-release").exists() or not list(release.glob("dist/pagedkv_lib-*.whl")):
+        raise SystemExit(f"release {release} is not a built learner release: run `make release` first")
+    runtime.mkdir(mode=0o755, parents=True, exist_ok=True)
+    runtime.chmod(0o755)
+    old = os.umask(0o022)
+    try:
+        for name, src in (("release", release), ("singleuser", HERE / "singleuser")):
+            if (runtime / name).exists():
+                shutil.rmtree(runtime / name)
+            shutil.copytree(src, runtime / name, ignore=shutil.ignore_patterns("__pycache__"))
+        venv_copy(runtime / "venv")
+        (wheel,) = (runtime / "release" / "dist").glob("pagedkv_lib-*.whl")
+        subprocess.run([str(runtime / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-index", "--disable-pip-version-check", str(wheel)], check=True)
+    finally:
+        os.umask(old)
+    return runtime / "venv" / "bin" / "python"
+
+
+def instructor_venv(course: Path) -> None:
+    """The course directory's own ``.venv``: the same venv, importing pagedkv_lib from ``course`` (a .pth)."""
+    site = venv_copy(course / ".venv")
+    (site / "pagedkv-course.pth").write_text(f"{course}\n")
+
+
+def write_keys(instructor: str, course: Path, roster: Path) -> None:
+    """``make keys`` for the roster, as the instructor in their course directory (the secret stays theirs)."""
+    shutil.copyfile(roster, course / "hub-roster.csv")
+    chown_tree(course / "hub-roster.csv", instructor)
+    subprocess.run(["runuser", "-u", instructor, "--", str(course / ".venv" / "bin" / "python"), "-m",
+                    "pagedkv_lib.course", "keys", "--roster=hub-roster.csv"], cwd=course, check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def create(members: list[Member], exchange: Path, home_root: Path | None, course: Path | None,
+           release: Path, runtime: Path) -> None:
+    install_runtime(release, runtime)
     exchange.mkdir(parents=True, exist_ok=True)
     exchange.chmod(0o1777)   # every user writes here; the sticky bit keeps others' folders from being renamed
     files = course_files()
@@ -96,36 +198,80 @@ def create(members: list[Member], exchange: Path, home_root: Path | None, course
         home = Path(pwd.getpwnam(m.id).pw_dir)
         home.chmod(0o700)
         if m.role == "learner" and not (home / "lessons").exists():
-            copy_tree([f for f in files if f.startswith("notebooks/")], REPO, home / "lessons.tmp")
-            (home / "lessons.tmp" / "notebooks").rename(home / "lessons")
-            (home / "lessons.tmp").rmdir()
+            shutil.copytree(runtime / "release" / "notebooks", home / "lessons")
             chown_tree(home / "lessons", m.id)
         if m.role == "instructor":
             where = course or home / "pagedkv"
             if not where.exists():
                 copy_tree(files, REPO, where)
-                (where / ".venv").symlink_to(REPO / ".venv")
-                chown_tree(where, m.id)
+            if not (where / ".venv").is_dir() or (where / ".venv").is_symlink():
+                if (where / ".venv").is_symlink():   # a course made before: its .venv pointed into this checkout
+                    (where / ".venv").unlink()
+                instructor_venv(where)
+            chown_tree(where, m.id, skip=where / ".venv")
             where.chmod(0o700)
 
 
-def check_venv_readable(members: list[Member]) -> None:
-    """Learners' kernels run this checkout's venv: fail early, naming the fix, if a learner cannot import the course."""
-    learner = next((m.id for m in members if m.role == "learner"), None)
-    if learner is None:
-        return
-    python = REPO / ".venv" / "bin" / "python"
-    proc = subprocess.run(["runuser", "-u", learner, "--", str(python), "-c", "import pagedkv_lib, nbgrader"],
-                          cwd="/", capture_output=True, text=True)
+def _unsearchable(path: Path) -> Path | None:
+    """The first folder above ``path`` (or ``path`` itself) that other users cannot search or read."""
+    real = Path(os.path.realpath(path))
+    for p in [*reversed(real.parents), real]:
+        mode = os.stat(p).st_mode
+        if not mode & stat.S_IXOTH or (not p.is_dir() and not mode & stat.S_IROTH):
+            return p
+    return None
+
+
+def check_runs(user: str, python: Path, code: str) -> None:
+    """``user`` runs ``python -c code``; else stop, naming the folder that keeps them out and the fix."""
+    proc = subprocess.run(["runuser", "-u", user, "--", str(python), "-c", code], cwd="/", capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"user {learner} cannot run {python} and import the course: every folder above "
-                         f"{REPO} must be readable and searchable by others (chmod o+rx):\n{proc.stderr[-1500:]}")
+        blocked = next((b for b in map(_unsearchable, (python, python.parents[1] / "lib")) if b), None)
+        what, fix = ("searchable", "o+x") if blocked and blocked.is_dir() else ("readable", "o+r")
+        why = (f"{blocked} is not {what} by other users (mode {stat.filemode(os.stat(blocked).st_mode)}): "
+               f"chmod {fix} {blocked}, or use a Python installed where every user can run it"
+               if blocked else "see the error below")
+        raise SystemExit(f"user {user} cannot run {python} and import the course: {why}\n{proc.stderr[-1500:]}")
 
 
-def remove(members: list[Member]) -> None:
-    """Delete each roster user with their home and mail spool (stop the hub first); absent users are skipped.
+def check_learner(members: list[Member], python: Path) -> None:
+    """A learner runs the runtime's venv and imports the release's library (no grader), and cannot list this checkout."""
+    learner = next((m.id for m in members if m.role == "learner"), None)
+    if learner is not None:
+        check_runs(learner, python, "import os, pagedkv_lib, nbgrader, jupyterhub, importlib.util as u\n"
+                   f"assert pagedkv_lib.__file__.startswith({str(python.parents[1])!r}), pagedkv_lib.__file__\n"
+                   "assert u.find_spec('pagedkv_lib.course.instructor') is None, 'the grader is importable'\n"
+                   f"try:\n    os.listdir({str(REPO)!r})\nexcept PermissionError:\n    pass\n"
+                   f"else:\n    raise SystemExit('a learner can list {REPO}')\n")
+
+
+def seal_checkout() -> None:
+    """Take every permission of other users off this checkout (it holds solutions/ and the grader)."""
+    mode = REPO.stat().st_mode
+    if mode & 0o007:
+        REPO.chmod(stat.S_IMODE(mode) & ~0o007)
+        print(f"{REPO} is now closed to other users (mode {stat.filemode(REPO.stat().st_mode)}): "
+              f"it holds solutions/; learners run the release in the runtime")
+
+
+def remove(members: list[Member], exchange: Path, runtime: Path, course: Path | None) -> None:
+    """Delete each roster user with their home and mail spool, everything they own in ``exchange`` (their
+    submissions and feedback, the instructor's course folder), ``runtime``, and ``course`` when it is given
+    (a course directory outside the instructor's home); stop the hub first.
 
     Raises naming every user it could not remove (userdel refuses while a user has processes)."""
+    uids = {pwd.getpwnam(m.id).pw_uid for m in members if exists(m.id)}
+    if exchange.is_dir():
+        for folder, dirs, files in os.walk(exchange, topdown=False):
+            for name in files + dirs:
+                path = os.path.join(folder, name)
+                if os.lstat(path).st_uid in uids:
+                    shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+        if not any(exchange.iterdir()):
+            exchange.rmdir()
+    for folder in (runtime, course):
+        if folder is not None and folder.exists():
+            shutil.rmtree(folder)
     failed = []
     for m in members:
         if exists(m.id):
@@ -139,8 +285,10 @@ def remove(members: list[Member]) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="hub/accounts.py", description=__doc__.split("\n")[0])
     p.add_argument("command", choices=["create", "remove"])
-    p.add_argument("--roster", default=str(REPO / "hub" / "roster.csv"), help="id,role,name (default hub/roster.csv)")
+    p.add_argument("--roster", default=str(HERE / "roster.csv"), help="id,role,name (default hub/roster.csv)")
     p.add_argument("--exchange", default="/srv/nbgrader/exchange", help="nbgrader's exchange root")
+    p.add_argument("--runtime", default="/srv/pagedkv", help="where the learners' release and venv are installed")
+    p.add_argument("--release", default=str(REPO / "release"), help="the learner release (make release)")
     p.add_argument("--homes", default=None, help="create homes under this folder (default: useradd's, /home)")
     p.add_argument("--course", default=None, help="the instructor's course directory (default ~/pagedkv)")
     args = p.parse_args(argv)
@@ -149,12 +297,18 @@ def main(argv=None) -> int:
         return 1
     members = read_roster(args.roster)
     if args.command == "remove":
-        remove(members)
+        remove(members, Path(args.exchange), Path(args.runtime), Path(args.course) if args.course else None)
         return 0
     create(members, Path(args.exchange), Path(args.homes) if args.homes else None,
-           Path(args.course) if args.course else None)
-    check_venv_readable(members)
-    print(f"accounts ready: {', '.join(f'{m.id} ({m.role})' for m in members)}; exchange {args.exchange}")
+           Path(args.course) if args.course else None, Path(args.release), Path(args.runtime))
+    for m in (m for m in members if m.role == "instructor"):
+        course = Path(args.course) if args.course else Path(pwd.getpwnam(m.id).pw_dir) / "pagedkv"
+        check_runs(m.id, course / ".venv" / "bin" / "python", "import pagedkv_lib.course.learner, nbgrader")
+        write_keys(m.id, course, Path(args.roster))
+    seal_checkout()
+    check_learner(members, Path(args.runtime) / "venv" / "bin" / "python")
+    print(f"accounts ready: {', '.join(f'{m.id} ({m.role})' for m in members)}; exchange {args.exchange}; "
+          f"learners run {args.runtime}")
     return 0
 
 

@@ -4,6 +4,7 @@
 Each roster user is a real system user (hub/accounts.py makes them); the hub runs as root and starts
 each single-user server as that user, so nbgrader's exchange is guarded by real Unix permissions.
 """
+import csv
 import os
 import socket
 import sys
@@ -12,10 +13,11 @@ from pathlib import Path
 HUB = Path(__file__).resolve().parent
 sys.path.insert(0, str(HUB))
 from accounts import read_roster  # noqa: E402  (hub/ is not a package)
+from roster_signup import RosterAuthenticator  # noqa: E402
 
 c = get_config()  # noqa: F821 (provided by JupyterHub)
 
-VENV_BIN = HUB.parent / ".venv" / "bin"
+RUNTIME = Path(os.environ.get("PAGEDKV_RUNTIME", "/srv/pagedkv"))  # the learners' release and venv (accounts.py)
 STATE = Path(os.environ.get("PAGEDKV_HUB_STATE", HUB / "state"))
 EXCHANGE = os.environ.get("PAGEDKV_EXCHANGE", "/srv/nbgrader/exchange")
 ROSTER = {m.id: m for m in read_roster(os.environ.get("PAGEDKV_ROSTER", HUB / "roster.csv"))}
@@ -46,17 +48,18 @@ c.JupyterHub.cleanup_proxy = True
 
 # Authentication: pluggable (hub/README.md). NativeAuthenticator: each roster user signs up once at
 # /hub/signup with their roster id and chooses a password; only roster ids are authorised, and the
-# instructors are hub admins (they can discard a claimed account at /hub/authorize).
-c.JupyterHub.authenticator_class = "native"
+# instructors are hub admins (they can discard a claimed account at /hub/authorize). RosterAuthenticator is
+# NativeAuthenticator with a sign-up message that says what is true (roster_signup.py).
+c.JupyterHub.authenticator_class = RosterAuthenticator
 c.Authenticator.allowed_users = set(ROSTER)
 c.Authenticator.admin_users = {m.id for m in ROSTER.values() if m.role == "instructor"}
 c.NativeAuthenticator.open_signup = False       # a name not on the roster signs up but can never log in
 c.NativeAuthenticator.minimum_password_length = 10
 c.NativeAuthenticator.check_common_password = True
 
-# Single-user servers: this checkout's venv (pagedkv_lib, nbgrader, the python3 kernel), as the user.
+# Single-user servers, as the user: learners run the runtime's venv (the release's library, no grader),
+# the instructor their course directory's own .venv; nobody but root reads this checkout (accounts.py).
 c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
-c.Spawner.cmd = [str(VENV_BIN / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.http_timeout = 120
 c.Spawner.start_timeout = 180
@@ -72,25 +75,31 @@ def course_of(member) -> str:
 
 
 def variant_key(learner: str) -> str:
-    """The learner's variant key, from the course secret (root reads it; "" if the course has none yet)."""
-    from pagedkv_lib.course.instructor.keys import key_for
+    """The learner's variant key from the course's keys.csv, which make hub writes for the roster (root reads
+    it; "" if the course has none: the practice numbers)."""
     instructor = next(m for m in ROSTER.values() if m.role == "instructor")
-    return key_for(course_of(instructor), learner)
+    keys = Path(course_of(instructor)) / "keys.csv"
+    if not keys.exists():
+        return ""
+    with open(keys, newline="", encoding="utf-8") as f:
+        return next((row["key"] for row in csv.DictReader(f) if row.get("student") == learner), "")
 
 
 def role_settings(spawner):
     """Per role: the Jupyter config folders (nbgrader's exchange and course id in both), the start folder;
     for a learner, their variant key (their notebooks' numbers: pagedkv_lib/course/learner/variants.py)."""
     member = ROSTER[spawner.user.name]
-    role_dir = HUB / "singleuser" / member.role
+    singleuser = RUNTIME / "singleuser"   # a copy of hub/singleuser that every user can read
+    course = course_of(member) if member.role == "instructor" else ""
+    bin_dir = Path(course) / ".venv" / "bin" if course else RUNTIME / "venv" / "bin"
+    spawner.cmd = [str(bin_dir / "jupyterhub-singleuser")]
     spawner.environment.update({
-        "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
-        "JUPYTER_CONFIG_PATH": f"{role_dir}:{HUB / 'singleuser' / 'common'}",
-        "PYTHONPATH": str(HUB / "singleuser" / "python"),   # pagedkv_exchange (the private submit)
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "JUPYTER_CONFIG_PATH": f"{singleuser / member.role}:{singleuser / 'common'}",
+        "PYTHONPATH": str(singleuser / "python"),   # pagedkv_exchange (the private submit)
         "PAGEDKV_EXCHANGE": EXCHANGE,
     })
-    if member.role == "instructor":
-        course = course_of(member)
+    if course:
         spawner.environment["PAGEDKV_COURSE"] = course
         spawner.notebook_dir = course
         spawner.args = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import importlib.util
 import json
 import os
 import pwd
@@ -110,8 +111,8 @@ class HubUser:
         page.fill("#password_input", PASSWORD)
         page.fill("#password_confirmation_input", PASSWORD)
         page.click("#signup_submit")
-        # roster ids are authorised at signup; NativeAuthenticator words it "sent to the admin" for non-admins
-        expect(page.locator(".alert-success, .alert-info").first).to_be_visible()
+        # a roster id is authorised at sign-up, and the page says so (not NativeAuthenticator's "sent to the admin")
+        expect(page.locator(".alert-success").first).to_contain_text("you can log in now")
 
     def log_in(self) -> None:
         """Log in; the hub starts this user's server (the page waits on spawn-pending meanwhile)."""
@@ -231,6 +232,7 @@ def hub():
                       f"{LEARNER1},learner,Hub Test Learner One\n{LEARNER2},learner,Hub Test Learner Two\n")
     # The venv's Python may live where others cannot search (a pyenv under /root): let them for this test only.
     opened = {p: os.stat(p).st_mode for p in _searchable_for_others(REPO / ".venv" / "bin" / "python")}
+    checkout_mode = os.stat(REPO).st_mode   # make hub closes this checkout to other users; given back after
     for p, mode in opened.items():
         os.chmod(p, mode | stat.S_IXOTH)
     port = free_port()
@@ -239,7 +241,8 @@ def hub():
     started = time.monotonic()
     make = subprocess.Popen(
         ["make", "-o", ".venv/.installed", "hub", f"PORT={port}", f"CLASS={roster}", f"EXCHANGE={tmp / 'exchange'}",
-         f"HUB_STATE={tmp / 'state'}", f"HOMES={tmp / 'homes'}", f"COURSE={tmp / 'course'}"],
+         f"HUB_STATE={tmp / 'state'}", f"HOMES={tmp / 'homes'}", f"COURSE={tmp / 'course'}",
+         f"RELEASE={tmp / 'release'}", f"RUNTIME={tmp / 'runtime'}"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     info = {"base": f"http://127.0.0.1:{port}", "tmp": tmp, "make": make, "started": started, "seen": set()}
     try:
@@ -251,15 +254,20 @@ def hub():
         left = _stop(info)
         uids = {pwd.getpwnam(u).pw_uid for u in (INSTRUCTOR, LEARNER1, LEARNER2) if _exists(u)}
         stray = _commands(_outliving(uids))
-        removed = subprocess.run([*ACCOUNTS, "remove", "--roster", str(roster)], capture_output=True, text=True)
+        removed = subprocess.run([*ACCOUNTS, "remove", "--roster", str(roster), "--exchange", str(tmp / "exchange"),
+                                  "--runtime", str(tmp / "runtime"), "--course", str(tmp / "course")],
+                                 capture_output=True, text=True)
+        orphans = [str(p) for p in tmp.rglob("*") if p.lstat().st_uid in uids]   # owned by a deleted user
         shutil.rmtree(tmp, ignore_errors=True)
         for p, mode in opened.items():
             os.chmod(p, mode)
+        os.chmod(REPO, stat.S_IMODE(checkout_mode))
         log.close()
         lock.close()
         gone = [u for u in (INSTRUCTOR, LEARNER1, LEARNER2) if _exists(u)] + ([str(tmp)] if tmp.exists() else [])
-        assert not left and not stray and removed.returncode == 0 and not gone, (
-            f"left running: {left}; test users' processes: {stray}; still there: {gone}; {removed.stderr}")
+        assert not left and not stray and removed.returncode == 0 and not gone and not orphans, (
+            f"left running: {left}; test users' processes: {stray}; still there: {gone}; "
+            f"owned by a removed user: {orphans[:20]}; {removed.stderr}")
 
 
 def _exists(user: str) -> bool:
@@ -380,23 +388,31 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         inbound = tmp / "exchange" / "pagedkv" / "inbound"
         theirs = [p for p in inbound.iterdir() if p.name.startswith(LEARNER2 + "+")]
         assert len(theirs) == 1, sorted(inbound.iterdir())
-        probe = probe_notebook({"list inbound": f"os.listdir({str(inbound)!r})",
-                                "read learner2's submission": f"open({str(theirs[0] / (ASSIGNMENT + '.ipynb'))!r}).read()",
-                                "list learner2's submission": f"os.listdir({str(theirs[0])!r})",
-                                "list the course": f"os.listdir({str(course)!r})",
-                                "read the course's solutions": f"open({str(course / 'solutions' / ASSIGNMENT / (ASSIGNMENT + '.ipynb'))!r}).read()",
-                                "list learner2's home": f"os.listdir(os.path.expanduser('~{LEARNER2}'))"})
+        attempts = {"list inbound": f"os.listdir({str(inbound)!r})",
+                    "read learner2's submission": f"open({str(theirs[0] / (ASSIGNMENT + '.ipynb'))!r}).read()",
+                    "list learner2's submission": f"os.listdir({str(theirs[0])!r})",
+                    "list the course": f"os.listdir({str(course)!r})",
+                    "list the instructor's checkout": f"os.listdir({str(REPO)!r})",
+                    "list learner2's home": f"os.listdir(os.path.expanduser('~{LEARNER2}'))"}
+        for where in (REPO, course):   # every solution file by its path, in the checkout and the instructor's copy
+            for path in sorted((REPO / "solutions").rglob("*.ipynb")):
+                attempts[f"read {where / path.relative_to(REPO)}"] = f"open({str(where / path.relative_to(REPO))!r}).read()"
+        probe = probe_notebook(attempts)
         one.api("PUT", "api/contents/probe.ipynb", {"type": "notebook", "format": "json", "content": probe})
         notebook = open_notebook(one.page, one, "probe.ipynb")
         run_all(one.page, notebook)
         out = notebook.locator(".jp-OutputArea-output").last.inner_text()
         one.shot("06-learner1-permission-probe")
         result = json.loads(out[out.index("{"):])
-        kernel = result.pop("kernel")
+        kernel, found = result.pop("kernel"), result.pop("solutions found")
         assert result == {k: "PermissionError" for k in result}, result
-        # the learner's kernel is the course's: this checkout's venv, with pagedkv_lib importable
-        assert Path(kernel["python"]).parent == REPO / ".venv" / "bin" and kernel["user"] == LEARNER1, kernel
-        assert kernel["pagedkv_lib"].startswith(str(REPO / "pagedkv_lib")), kernel
+        # anywhere on the machine: no file the learner can read holds a hidden test or a solution region
+        # (asserted after the journey, so a leak elsewhere on the machine does not hide the rest)
+        hub["solutions found"] = found
+        # the learner's kernel runs the learner release: its venv, its library, no grader
+        runtime = tmp / "runtime" / "venv"
+        assert Path(kernel["python"]).parent == runtime / "bin" and kernel["user"] == LEARNER1, kernel
+        assert kernel["pagedkv_lib"].startswith(str(runtime / "lib")) and kernel["grader"] is None, kernel
         step("roles and permission checks")
 
         # 4. the instructor collects (formgrader), grades with the course's make targets (terminal), releases feedback
@@ -430,6 +446,26 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
             assert (float(found.group(1)), float(found.group(2))) == (score, total), (user.name, found.group(0))
             assert user.name in body or ASSIGNMENT in body
         step("2 learners fetch and read feedback")
+
+        # 6. one gradebook: the instructor scores learner1's written answers in formgrader, and `make export`
+        # writes them into the same row of grades.csv as the autograded points
+        subs = teacher.api("GET", f"formgrader/api/submitted_notebooks/{ASSIGNMENT}/{ASSIGNMENT}")
+        theirs = next(sub for sub in subs if sub["student"] == LEARNER1)
+        cells = teacher.api("GET", f"formgrader/api/grades?submission_id={theirs['id']}")
+        written = [g for g in cells if g["cell_type"] == "markdown" and g["max_score"]]
+        assert written and sum(g["max_score"] for g in written) == total - auto, cells
+        for g in written:
+            teacher.api("PUT", f"formgrader/api/grade/{g['id']}", {"manual_score": g["max_score"]})
+        teacher.page.goto(teacher.url(f"formgrader/submissions/{theirs['id']}/"))
+        teacher.page.wait_for_selector(".score, #notebook, body")
+        teacher.shot("12-formgrader-written-answers-graded")
+        run_in_terminal(teacher, course, "make export", "13-instructor-export")
+        with open(course / "grades.csv", newline="") as f:
+            rows = [(r["student_id"], r["assignment"], float(r["raw_score"])) for r in csv.DictReader(f)]
+        assert sorted(rows) == [(LEARNER1, ASSIGNMENT, total), (LEARNER2, ASSIGNMENT, 0.0)], rows
+        home = Path(pwd.getpwnam(INSTRUCTOR).pw_dir)
+        assert not (home / "gradebook.db").exists(), "formgrader made a second gradebook in the instructor's home"
+        step("written answers graded in formgrader, make export")
         hub["journey_s"] = time.monotonic() - hub["started"]
         (SHOTS / "timings.json").write_text(json.dumps({"total_s": hub["journey_s"], "load_1min": os.getloadavg()[0],
                                                         "steps_s": steps}, indent=1))
@@ -441,6 +477,9 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
             except Exception:   # the page may be gone; the screenshot is a courtesy, the failure is reported anyway
                 pass
             user.context.close()
+    found = hub["solutions found"]
+    assert found["files"] == [] and found["walked"] > 1000, (
+        f"learner1 can read these files holding solution or hidden-test lines: {found['files']}")
     print(f"hub journey: {hub['journey_s']:.0f} s from make hub to the last feedback page; "
           + "; ".join(f"{k} {v:.0f} s" for k, v in steps.items()))
 
@@ -455,14 +494,56 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
     # the fixture's teardown then removes the users, their homes and the tmp folder, and checks that
 
 
+SOLUTION_SEARCH = r'''
+def solutions_found(needles):
+    """Every notebook this user can read, anywhere, and every file in a folder named solutions, that holds a
+    line of one of the course's solution regions or hidden tests (``needles``), but for the user's own
+    files (their answers); and how many entries the walk saw."""
+    files, walked = [], 0
+    for folder, dirs, names in os.walk("/", onerror=lambda err: None):
+        if folder == "/":
+            dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev", "run")]
+        walked += len(dirs) + len(names)
+        for name in names:
+            path = os.path.join(folder, name)
+            if not (name.endswith(".ipynb") or "/solutions/" in path) or not os.path.isfile(path):
+                continue
+            try:
+                if os.stat(path).st_uid == os.getuid():
+                    continue
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read(20_000_000)
+            except OSError:
+                continue
+            if "/solutions/" in path or any(n in text for n in needles):
+                files.append(path)
+    return {"files": files, "walked": walked}
+'''
+
+
+def solution_lines() -> list[str]:
+    """Every line of the course's solution regions and hidden tests (the learner release's own scan), also
+    as it reads inside a notebook's JSON (quotes and backslashes escaped)."""
+    spec = importlib.util.spec_from_file_location("learner_release", REPO / "tools" / "learner_release.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    lines = tool.secret_lines(REPO)
+    return sorted(lines | {json.dumps(line)[1:-1] for line in lines})
+
+
 def probe_notebook(attempts: dict[str, str]) -> dict:
-    """A one-cell notebook printing, for each attempt, the exception it raised (or "allowed"), and its kernel."""
+    """A one-cell notebook printing, for each attempt, the exception it raised (or "allowed"), what
+    :data:`SOLUTION_SEARCH` found, and its kernel (python, user, library, whether the grader imports)."""
     lines = ["import json, os", "result = {}"]
     for name, expr in attempts.items():
         lines += ["try:", f"    {expr}", f"    result[{name!r}] = 'allowed'",
                   "except Exception as err:", f"    result[{name!r}] = type(err).__name__"]
-    lines += ["import getpass, sys, pagedkv_lib",
-              "result['kernel'] = {'python': sys.executable, 'user': getpass.getuser(), 'pagedkv_lib': pagedkv_lib.__file__}",
+    lines += [*SOLUTION_SEARCH.strip().split("\n"),
+              f"result['solutions found'] = solutions_found({solution_lines()!r})",
+              "import getpass, importlib.util, sys, pagedkv_lib",
+              "grader = importlib.util.find_spec('pagedkv_lib.course.instructor')",
+              "result['kernel'] = {'python': sys.executable, 'user': getpass.getuser(),",
+              "                    'pagedkv_lib': pagedkv_lib.__file__, 'grader': grader and str(grader.origin)}",
               "print(json.dumps(result))"]
     return {"cells": [{"cell_type": "code", "execution_count": None, "id": "probe", "metadata": {},
                        "outputs": [], "source": "\n".join(lines)}],
@@ -485,6 +566,7 @@ def formgrader_click(user: HubUser, action: str) -> None:
 def run_in_terminal(user: HubUser, cwd: Path, command: str, shot: str, timeout: float = 400) -> None:
     """Type ``command`` into a new JupyterLab terminal of ``user``; wait for it to finish; assert it succeeded."""
     page, rc, log = user.page, cwd / ".hub-test.rc", cwd / ".hub-test.log"
+    rc.unlink(missing_ok=True)   # an earlier command's exit status must not read as this one's
     page.goto(user.url(f"lab/workspaces/t{uuid.uuid4().hex[:12]}"))
     page.wait_for_selector(".jp-LabShell")
     menu(page, "File", "New")

@@ -161,3 +161,63 @@ def test_each_learners_server_gets_their_own_variant_key_from_the_course_secret(
     one, two = spawn("learner1")["PAGEDKV_VARIANT_KEY"], spawn("learner2")["PAGEDKV_VARIANT_KEY"]
     assert one == key_for(course, "learner1") and two == key_for(course, "learner2") and one != two
     assert "PAGEDKV_VARIANT_KEY" not in spawn("instructor")
+
+
+def test_learners_run_the_runtime_and_the_instructor_their_course_copy_never_this_checkout(tmp_path, monkeypatch):
+    import runpy
+    from types import SimpleNamespace
+    from traitlets.config import Config
+    monkeypatch.setenv("PAGEDKV_ROSTER", str(HUB / "roster.csv"))
+    monkeypatch.setenv("PAGEDKV_COURSE", str(tmp_path / "course"))
+    monkeypatch.setenv("PAGEDKV_RUNTIME", str(tmp_path / "runtime"))
+    monkeypatch.setenv("PAGEDKV_HUB_STATE", str(tmp_path))
+    hub = runpy.run_path(str(HUB / "jupyterhub_config.py"), init_globals={"get_config": Config})
+    spawned = {}
+    for user in ("learner1", "instructor"):
+        spawner = SimpleNamespace(user=SimpleNamespace(name=user), environment={}, notebook_dir="", args=[], cmd=[])
+        hub["role_settings"](spawner)
+        spawned[user] = spawner
+    learner, teacher = spawned["learner1"], spawned["instructor"]
+    assert learner.cmd == [str(tmp_path / "runtime" / "venv" / "bin" / "jupyterhub-singleuser")]
+    assert teacher.cmd == [str(tmp_path / "course" / ".venv" / "bin" / "jupyterhub-singleuser")]
+    for spawner in (learner, teacher):
+        every_path = " ".join([*spawner.cmd, *spawner.environment.values()])
+        assert str(REPO) not in every_path, spawner.environment
+        assert spawner.environment["JUPYTER_CONFIG_PATH"].startswith(str(tmp_path / "runtime" / "singleuser"))
+
+
+def test_sign_up_tells_a_roster_id_it_can_log_in_and_any_other_name_that_it_cannot():
+    from types import SimpleNamespace
+    from roster_signup import NOT_ON_ROSTER, ON_ROSTER, RosterSignUpHandler
+    handler = object.__new__(RosterSignUpHandler)
+    handler.application = SimpleNamespace(settings={"authenticator": SimpleNamespace(
+        open_signup=False, minimum_password_length=10)})
+    said = lambda user, **kw: handler.get_result_message(user, kw.get("human", True), kw.get("taken", False),
+                                                         kw.get("confirmed", True), False)
+    assert said(SimpleNamespace(is_authorized=True, login_email_sent=False)) == ("alert-success", ON_ROSTER)
+    assert said(SimpleNamespace(is_authorized=False, login_email_sent=False)) == ("alert-warning", NOT_ON_ROSTER)
+    assert said(None, taken=True)[0] == "alert-danger" and "already in use" in said(None, taken=True)[1]
+    assert said(None)[0] == "alert-danger" and "at least 10" in said(None)[1]
+
+
+def test_a_folder_others_cannot_search_is_the_one_named():
+    import shutil
+    import tempfile
+    from accounts import _unsearchable
+    tmp_path = Path(tempfile.mkdtemp())   # not under pytest's own tmp folder, which others cannot search
+    try:
+        _check_unsearchable(tmp_path, _unsearchable)
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def _check_unsearchable(tmp_path, _unsearchable):
+    (tmp_path / "private" / "python" / "bin").mkdir(parents=True)
+    (tmp_path / "private" / "python" / "bin" / "python3").write_text("")
+    os.chmod(tmp_path, 0o755)
+    os.chmod(tmp_path / "private", 0o700)
+    assert _unsearchable(tmp_path / "private" / "python" / "bin" / "python3") == tmp_path / "private"
+    os.chmod(tmp_path / "private", 0o711)
+    (tmp_path / "private" / "python" / "bin" / "python3").chmod(0o750)
+    assert _unsearchable(tmp_path / "private" / "python" / "bin" / "python3") == (
+        tmp_path / "private" / "python" / "bin" / "python3")

@@ -70,7 +70,7 @@ def in_logical_order(batch):
 
 
 def sdpa(c):
-    return DT.sdpa_decode(c["q"], c["cont"])
+    return DT.sdpa_decode(c["q"], c["cont"].per_request)
 
 
 def batched(c):

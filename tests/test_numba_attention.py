@@ -224,12 +224,6 @@ def test_tinylm_refuses_a_decode_that_is_not_a_function():
         generate_paged(model, [[1, 2, 3]], 2, decode="numba")
 
 
-def test_compare_decode_times_gives_a_median_per_method(na):
-    from pagedkv_lib.kernels.timing import compare_decode_times
-    times = compare_decode_times((40, 17, 64), num_kv_heads=2, group=2, head_dim=16, repeats=3)
-    assert set(times) == {"contiguous (SDPA per request)", "contiguous (batched, padded)", "torch paged",
-                          "fused paged"}
-    assert all(t > 0 for t in times.values())
 
 
 def _run(code: str) -> subprocess.CompletedProcess:
@@ -301,9 +295,9 @@ FALLBACK = """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outs = [FD.paged_decode_numba(*batch.args()) for _ in range(3)]
-        times = timing.compare_decode_times((8, 5), num_kv_heads=1, group=2, head_dim=4, repeats=1)
+        speed = timing.measure_decode_speed((8, 5), num_kv_heads=1, group=2, head_dim=4, repeats=1)
     print(all(torch.equal(out, F.paged_decode_online_fast(*batch.args())) for out in outs))
-    print("fused paged" in times, FD.kernel_unavailable() == str(caught[0].message).split("; using")[0])
+    print("fused shuffled" in speed.seconds, FD.kernel_unavailable() == str(caught[0].message).split("; using")[0])
     print(len(caught), len(str(caught[0].message).splitlines()))
     print(caught[0].message)
 """

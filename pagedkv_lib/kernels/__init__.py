@@ -1,8 +1,13 @@
-"""The fused CPU paged decode (numba), optional: without numba, or where it fails, torch computes it.
+"""The fused CPU decode kernels (numba), optional: without numba, or where it fails, torch computes it.
 
-* :mod:`.fused_decode`: the checked entry, ``paged_decode_numba``, its launch on plain threads and its
+* :mod:`.fused_decode`: the checked entry of the paged kernel, ``paged_decode_numba``, and its
   fallback to :func:`pagedkv_lib.attention.fast.paged_decode_online_fast`.
-* :mod:`.numba_kernel`: the compiled program, one per request (imported only when first needed).
-* :mod:`.prefetch`: LLVM's prefetch, callable from numba, which the compiled program uses.
-* :mod:`.timing`: ``compare_decode_times()``, contiguous vs torch paged vs fused paged, timed live.
+* :mod:`.numba_kernel`: its compiled program, one per request (imported only when first needed).
+* :mod:`.contiguous_decode`, :mod:`.contiguous_kernel`: the same program on a contiguous cache, the
+  control that shows what paging's indirection costs alone (fallback: torch's SDPA).
+* :mod:`.launch`: numpy views of tensors, and the plain threads both kernels run on.
+* :mod:`.prefetch`: LLVM's prefetch, callable from numba, which both programs use.
+* :mod:`.bandwidth`: the bytes one decode step must read, ``decode_step_read_bytes``.
+* :mod:`.timing`: ``measure_decode_speed()``, every way of reading one batch, timed live against
+  the copy bandwidth.
 """

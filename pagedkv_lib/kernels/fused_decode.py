@@ -29,7 +29,6 @@ This module is the checked entry, the launch and the fallback; the compiled prog
 from __future__ import annotations
 
 import functools
-import threading
 import time
 import warnings
 
@@ -39,6 +38,7 @@ import torch
 from ..attention.batch import random_paged_batch
 from ..attention.fast import paged_decode_online_fast
 from ..attention.validation import check_decode_inputs, check_scale
+from .launch import as_array, on_threads
 
 __all__ = ["paged_decode_numba", "kernel_unavailable", "warm_up", "STEP_TOKENS"]
 
@@ -121,47 +121,10 @@ def _launch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block
     """
     from .numba_kernel import decode_request
     out = np.empty(q.shape, dtype=np.float32)
-    lens = _as_array(seq_lens.to(torch.int64))
-    args = (_UPCAST[q.dtype][_as_array(q)] if q.dtype in _UPCAST else _as_array(q),   # fp32 either way
-            _as_array(k_cache), _as_array(v_cache), _as_array(block_tables.to(torch.int64)), lens,
+    lens = as_array(seq_lens.to(torch.int64))
+    args = (_UPCAST[q.dtype][as_array(q)] if q.dtype in _UPCAST else as_array(q),   # fp32 either way
+            as_array(k_cache), as_array(v_cache), as_array(block_tables.to(torch.int64)), lens,
             np.float32(scale), _UPCAST.get(k_cache.dtype), max(1, STEP_TOKENS // k_cache.shape[1]), out)
     longest_first = np.argsort(-lens, kind="stable").tolist()
-    _on_threads(lambda b: decode_request(b, *args), longest_first, torch.get_num_threads())
+    on_threads(lambda b: decode_request(b, *args), longest_first, torch.get_num_threads())
     return torch.from_numpy(out).to(q.dtype)
-
-
-def _on_threads(run, items: list, num_threads: int) -> None:
-    """``run(item)`` for every item, each taken by the next free one of ``num_threads`` threads (the caller's too).
-
-    Threads are started per call and joined before it returns; an exception in any is raised here.
-    """
-    lock, errors, queue = threading.Lock(), [], iter(items)
-
-    def worker():
-        try:
-            while True:
-                with lock:
-                    item = next(queue, None)
-                if item is None or errors:
-                    return
-                run(item)
-        except BaseException as exc:  # noqa: BLE001  (handed to the caller below)
-            errors.append(exc)
-
-    helpers = [threading.Thread(target=worker, daemon=True) for _ in range(min(num_threads, len(items)) - 1)]
-    for t in helpers:
-        t.start()
-    worker()
-    for t in helpers:
-        t.join()
-    if errors:
-        raise errors[0]
-
-
-def _as_array(t: torch.Tensor) -> np.ndarray:
-    """A C-contiguous numpy view of a CPU tensor; fp16/bf16 as their uint16 bit patterns."""
-    t = t.detach()
-    if t.dtype in _UPCAST:
-        t = t.view(torch.int16)
-    a = np.ascontiguousarray(t.numpy())
-    return a.view(np.uint16) if a.dtype == np.int16 else a

@@ -9,7 +9,7 @@ The program keeps the Triton kernel's shape: a loop over the request's blocks th
 table and an online softmax (``m``, ``l``, ``acc``), every K/V row read where it lies in the cache.
 One thing in it is for the CPU only: it asks for rows a pass before it reads them
 (:func:`.prefetch.prefetch_row`), which measured worth keeping (``benchmarks/RESULTS.md``).
-``nogil=True`` lets several Python threads run programs at once (:func:`.fused_decode._on_threads`).
+``nogil=True`` lets several Python threads run programs at once (:func:`.launch.on_threads`).
 
 Fast math without ``nnan``/``ninf``: sums may be reordered (vectorised dot products), but NaN and
 infinity keep their meaning. numba's disk cache ignores jit options, so every function here is

@@ -38,3 +38,11 @@ def prefetch_row(cache, block, slot, num_bytes):
     row = cache.ctypes.data + block * cache.strides[0] + slot * cache.strides[1]
     for offset in range(0, num_bytes, LINE_BYTES):
         _prefetch(row + offset)
+
+
+@njit(inline="always")
+def prefetch_token(rows, row, num_bytes):
+    """Ask for the first ``num_bytes`` of ``rows[row]`` (one token's ``[H_kv, D]`` in a contiguous cache), line by line."""
+    start = rows.ctypes.data + row * rows.strides[0]
+    for offset in range(0, num_bytes, LINE_BYTES):
+        _prefetch(start + offset)

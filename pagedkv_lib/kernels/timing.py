@@ -1,10 +1,11 @@
-"""Decode attention timed on one batch in one process: contiguous torch, paged torch, fused paged.
+"""Decode attention timed on one batch in one process, each method against the memory bound.
 
-The Code lesson's live measurement and ``benchmarks/attention.py`` share these pieces. The same
-logical K/V (a :class:`~pagedkv_lib.attention.batch.PagedBatch`) is laid out twice more, the way a
-contiguous server keeps it: per request as ``[1, H_kv, T, D]`` (head-major, what
-``scaled_dot_product_attention`` wants), and as one padded ``[B, H_kv, T_max, D]`` batch. Methods
-run interleaved, round after round, so a change in machine load hits them all alike.
+The Code lesson's live measurement (:func:`measure_decode_speed`) and the benchmarks share these
+pieces. The same logical K/V (a :class:`~pagedkv_lib.attention.batch.PagedBatch`) is laid out the
+ways a server might keep it: paged (blocks shuffled, or in logical order), packed contiguous,
+per request as ``[1, H_kv, T, D]`` (head-major, what ``scaled_dot_product_attention`` wants), or
+as one padded ``[B, H_kv, T_max, D]`` batch. Methods run interleaved, round after round, so a
+change in machine load hits them all alike.
 """
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import fused_decode as NA
+from . import contiguous_decode as CD, fused_decode as NA
+from .bandwidth import decode_step_read_bytes
 from ..attention.fast import paged_decode_online_fast
 from ..attention.batch import PagedBatch, random_paged_batch
 
-__all__ = ["ContiguousBatch", "contiguous_layouts", "sdpa_decode", "batched_decode", "time_interleaved",
-           "compare_decode_times"]
+__all__ = ["ContiguousBatch", "contiguous_layouts", "head_major", "sdpa_decode", "batched_decode", "time_interleaved",
+           "ROWS", "DecodeSpeed", "in_logical_order", "measure_decode_speed"]
 
 
 @dataclass
@@ -53,11 +55,18 @@ def contiguous_layouts(batch: PagedBatch) -> ContiguousBatch:
     return ContiguousBatch(per_request, k_pad, v_pad, padding)
 
 
-def sdpa_decode(q: torch.Tensor, cont: ContiguousBatch) -> torch.Tensor:
-    """Per-request ``scaled_dot_product_attention`` of ``q [B, H_q, D]`` on contiguous K/V."""
+def head_major(keys: list, values: list) -> list:
+    """Each request's ``(k, v)`` as contiguous ``[1, H_kv, T, D]``, from ``[T, H_kv, D]`` per request."""
+    return [(k.transpose(0, 1)[None].contiguous(), v.transpose(0, 1)[None].contiguous())
+            for k, v in zip(keys, values)]
+
+
+def sdpa_decode(q: torch.Tensor, per_request: list) -> torch.Tensor:
+    """Per-request ``scaled_dot_product_attention`` of ``q [B, H_q, D]`` on contiguous K/V, ``per_request[b]``
+    being ``(k, v)``, each ``[1, H_kv, T_b, D]`` (:func:`head_major`, or ``ContiguousBatch.per_request``)."""
     _, h_q, d = q.shape
     return torch.cat([F.scaled_dot_product_attention(q[b].view(1, h_q, 1, d), k, v, enable_gqa=True)
-                      for b, (k, v) in enumerate(cont.per_request)]).view(q.shape)
+                      for b, (k, v) in enumerate(per_request)]).view(q.shape)
 
 
 def batched_decode(q: torch.Tensor, cont: ContiguousBatch) -> torch.Tensor:
@@ -70,44 +79,163 @@ def batched_decode(q: torch.Tensor, cont: ContiguousBatch) -> torch.Tensor:
     return torch.matmul(torch.softmax(scores, -1), cont.v_pad).view(q.shape)
 
 
-def time_interleaved(methods: dict, repeats: int) -> dict:
-    """Seconds per call of each zero-argument function, ``repeats`` rounds, after one warm-up call."""
+def time_interleaved(methods: dict, repeats: int, *, between=None) -> dict:
+    """Seconds per call of each zero-argument function, ``repeats`` rounds, after one warm-up call.
+
+    Every round runs every method once, in reverse order every other round, so that drifting load
+    favours none of them. ``between``, if given, runs untimed before every timed call, so that each
+    call starts from the same state whatever ran before it (say, a read that evicts the dirty cache
+    lines a copy left behind, whose write-back the next method would otherwise pay).
+    """
     for fn in methods.values():
         fn()
     times = {name: [] for name in methods}
-    for _ in range(repeats):
-        for name, fn in methods.items():
+    for r in range(repeats):
+        for name in (list(methods) if r % 2 == 0 else list(methods)[::-1]):
+            if between is not None:
+                between()
             start = time.perf_counter()
-            fn()
+            methods[name]()
             times[name].append(time.perf_counter() - start)
     return times
 
 
-def compare_decode_times(lens=(1024,) * 8, *, num_kv_heads: int = 8, group: int = 4, head_dim: int = 128,
-                         block_size: int = 16, repeats: int = 5, seed: int = 0) -> dict:
-    """Median seconds of one fp32 decode step by each method, on one batch with ``lens`` tokens.
+ROWS = {
+    "copy": "copy only: every block gathered once (not attention)",
+    "fused contiguous": "fused kernel, contiguous cache",
+    "fused in order": "fused kernel, paged, blocks in order",
+    "fused shuffled": "fused kernel, paged, blocks shuffled",
+    "torch contiguous": "torch, contiguous (SDPA per request)",
+    "torch paged": "torch, paged (copies each step's blocks)",
+}
+"""The methods :func:`measure_decode_speed` times, by key, and what each one is."""
 
-    Keys: ``"contiguous (SDPA per request)"``, ``"contiguous (batched, padded)"``, ``"torch paged"``
-    (:func:`~pagedkv_lib.attention.fast.paged_decode_online_fast`, the fastest torch-level paged
-    decode: it copies each step's blocks before a matmul) and, where the compiled kernel is ready,
-    ``"fused paged"`` (:func:`~pagedkv_lib.kernels.fused_decode.paged_decode_numba`). Where it is not
-    (:func:`~pagedkv_lib.kernels.fused_decode.kernel_unavailable`), that key is left out and one warning
-    line says why. All methods are first checked to agree (1e-4).
+
+@dataclass
+class DecodeSpeed:
+    """One live measurement of a decode step, every method on the same batch in one process.
+
+    ``seconds[key]``: median seconds per call (keys of :data:`ROWS`; the ``fused`` ones only where
+    both compiled kernels are ready, else ``kernel_missing`` says why); ``rounds[key]``: the seconds
+    of each round, in order (round ``i`` of every method ran together); ``moved_bytes[key]``: the
+    bytes that method must move at least (K and V read once; the copy also writes them);
+    ``read_bytes``: K and V of the batch, :func:`~.bandwidth.decode_step_read_bytes`;
+    ``copy_bytes_per_s``: the copy bandwidth measured in the same rounds; ``lens`` (tokens),
+    ``threads``, ``repeats``.
+    """
+
+    seconds: dict
+    rounds: dict
+    moved_bytes: dict
+    read_bytes: int
+    copy_bytes_per_s: float
+    lens: list
+    threads: int
+    repeats: int
+    kernel_missing: str | None
+
+    def bound_seconds(self, key: str) -> float:
+        """The least time ``key`` can take here: its bytes at the copy bandwidth."""
+        return self.moved_bytes[key] / self.copy_bytes_per_s
+
+    def share_of_bound(self, key: str) -> float:
+        """Bound over measured time: 1.0 runs at the copy bandwidth, 0.25 takes four times the bound."""
+        return self.bound_seconds(key) / self.seconds[key]
+
+    def paging_ratio(self) -> float:
+        """Paged over contiguous time for the same method (median of the rounds' ratios): the fused kernel's
+        shuffled over contiguous rows, or (without the kernels) torch's paged over contiguous rows."""
+        return self.ratio(*self.paging_pair())
+
+    def paging_pair(self) -> tuple[str, str]:
+        """The keys :meth:`paging_ratio` compares: ``(paged, contiguous)``, one method read two ways."""
+        if self.kernel_missing is None:
+            return "fused shuffled", "fused contiguous"
+        return "torch paged", "torch contiguous"
+
+    def round_ratios(self, over: str, under: str) -> list[float]:
+        """``over``'s time over ``under``'s in each round, sorted: how much one ratio moves with load."""
+        return sorted(a / b for a, b in zip(self.rounds[over], self.rounds[under]))
+
+    def ratio(self, over: str, under: str) -> float:
+        """The median of :meth:`round_ratios`: each round's two calls ran moments apart, under the same load."""
+        return statistics.median(self.round_ratios(over, under))
+
+    def ratio_interval(self, over: str, under: str, confidence: float = 0.9) -> tuple[float, float]:
+        """A distribution-free interval that holds the true median of :meth:`round_ratios` with at least
+        ``confidence``: order statistics ``r`` and ``n + 1 - r`` of the ``n`` rounds, for the largest ``r``
+        whose binomial tail ``P(Binomial(n, 1/2) < r)`` is at most ``(1 - confidence) / 2``; all the
+        rounds' range where ``n`` is too small for any ``r``. More rounds give a narrower interval."""
+        ratios = self.round_ratios(over, under)
+        n, tail, cdf, r = len(ratios), (1 - confidence) / 2, 0.0, 0
+        for j in range(n):
+            cdf += math.comb(n, j) / 2 ** n
+            if cdf > tail:
+                break
+            r = j + 1
+        return (ratios[0], ratios[-1]) if r == 0 else (ratios[r - 1], ratios[n - r])
+
+
+def in_logical_order(batch: PagedBatch) -> tuple:
+    """``(k_cache, v_cache, block_tables)`` holding ``batch``'s blocks in logical order, request after request.
+
+    Request b's block j moves to index ``sum(N_<b) + j``: the same bytes and the same kernel,
+    without the jumps a shuffled pool makes it take.
+    """
+    used = batch.block_tables >= 0
+    ids = batch.block_tables[used]
+    tables = torch.full_like(batch.block_tables, -1)
+    tables[used] = torch.arange(ids.numel(), dtype=tables.dtype)
+    return batch.k_cache[ids], batch.v_cache[ids], tables
+
+
+def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_dim: int = 128,
+                         block_size: int = 16, repeats: int = 5, seed: int = 0) -> DecodeSpeed:
+    """Time one fp32 decode step of a batch with ``lens`` tokens per request, every way in :data:`ROWS`.
+
+    The same K/V is laid out four ways: paged with shuffled blocks (as a busy pool leaves them),
+    paged in logical order, packed contiguous (:func:`.contiguous_decode.packed_kv`), and head-major
+    per request (:func:`head_major`). Every attention method is first checked to agree with
+    the others (1e-4); then all run interleaved, ``repeats`` rounds after a warm-up, with a plain copy
+    of ``read_bytes`` (the bandwidth) in every round, so load on the machine hits them all alike. Before
+    each timed call, an untimed read of as many other bytes leaves the caches alike for every method.
     """
     batch = random_paged_batch(lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,
-                               head_dim=head_dim, seed=seed)
-    cont = contiguous_layouts(batch)
-    methods = {
-        "contiguous (SDPA per request)": lambda: sdpa_decode(batch.q, cont),
-        "contiguous (batched, padded)": lambda: batched_decode(batch.q, cont),
+                               head_dim=head_dim, spare_blocks=0, seed=seed)
+    keys, values = CD.packed_kv(batch.keys), CD.packed_kv(batch.values)
+    per_request = head_major(batch.keys, batch.values)
+    batch.keys = batch.values = None                                   # the logical copies are laid out now
+    in_order = (batch.q, *in_logical_order(batch), batch.seq_lens)
+    ids = batch.block_tables[batch.block_tables >= 0]
+    k_copy = batch.k_cache.new_empty(len(ids), *batch.k_cache.shape[1:])
+    v_copy = torch.empty_like(k_copy)
+
+    def copy_blocks():
+        torch.index_select(batch.k_cache, 0, ids, out=k_copy)
+        torch.index_select(batch.v_cache, 0, ids, out=v_copy)
+
+    missing = NA.kernel_unavailable(torch.float32) or CD.contiguous_kernel_unavailable()
+    attention = {
+        "torch contiguous": lambda: sdpa_decode(batch.q, per_request),
         "torch paged": lambda: paged_decode_online_fast(*batch.args()),
     }
-    if not NA.kernel_unavailable(batch.k_cache.dtype):
-        methods["fused paged"] = lambda: NA.paged_decode_numba(*batch.args())
-    expected = methods["contiguous (batched, padded)"]()
-    for name, fn in methods.items():
+    if missing is None:
+        attention = {"fused contiguous": lambda: CD.contiguous_decode_numba(batch.q, keys, values, batch.seq_lens),
+                     "fused in order": lambda: NA.paged_decode_numba(*in_order),
+                     "fused shuffled": lambda: NA.paged_decode_numba(*batch.args()), **attention}
+    expected = attention["torch contiguous"]()
+    for key, fn in attention.items():
         worst = float((fn() - expected).abs().max())
         if not worst <= 1e-4:
-            raise AssertionError(f"{name} differs from the batched baseline by {worst:.1e} (> 1e-4)")
-    times = time_interleaved(methods, repeats)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+            raise AssertionError(f"{ROWS[key]} differs from {ROWS['torch contiguous']} by {worst:.1e} (> 1e-4)")
+    read = decode_step_read_bytes(lens, num_kv_heads, head_dim, batch.k_cache.element_size())
+    src, dst, other = torch.ones(read // 4), torch.zeros(read // 4), torch.ones(read // 4)
+    times = time_interleaved({"copy": copy_blocks, **attention, "bandwidth": lambda: dst.copy_(src)}, repeats,
+                             between=other.sum)                      # a clean read of as many bytes
+    seconds = {key: statistics.median(ts) for key, ts in times.items()}
+    bandwidth = 2 * src.numel() * 4 / seconds.pop("bandwidth")
+    moved = {key: read for key in attention}
+    moved["copy"] = 2 * (k_copy.numel() + v_copy.numel()) * k_copy.element_size()
+    order = [key for key in ROWS if key in seconds]
+    return DecodeSpeed({key: seconds[key] for key in order}, {key: times[key] for key in order}, moved, read,
+                       bandwidth, [int(t) for t in lens], torch.get_num_threads(), repeats, missing)

@@ -7,6 +7,7 @@ import numpy as np
 
 from ...blocks.manager import BlockManager
 from ...blocks.slot_mapping import table_slots
+from .. import speed_table
 from .key_types import GateKey, PracticeKey, need
 
 LESSON = "03_code"
@@ -120,10 +121,23 @@ def _hit_mistakes(live) -> dict:
     return {T: HIT_ALL, T - 1: HIT_TOKENS}
 
 
+def _paging(live):
+    """The choice (or tied choices) the live measurement's paged-over-contiguous ratio falls in."""
+    (speed,) = need(live, "q-paging", "speed")
+    return speed_table.paging_answer(speed)
+
+
+def _paging_reveal(live) -> list:
+    (speed,) = need(live, "q-paging", "speed")
+    return speed_table.paging_reveal(speed)
+
+
 GATES = {
     "q-hit": GateKey("q-hit", LESSON, _hit, _hit_reveal, choices=("0", "4", "8"), texts=(HIT,)),
     "q-cow": GateKey("q-cow", LESSON, _cow, _cow_reveal, choices=COW_CHOICES, texts=(COW,)),
     "q-attn": GateKey("q-attn", LESSON, _attn, _attn_reveal, choices=ATTN_CHOICES, texts=(ATTN,)),
+    "q-paging": GateKey("q-paging", LESSON, _paging, _paging_reveal, choices=speed_table.PAGING_CHOICES,
+                        texts=speed_table.TEXTS),
 }
 
 PRACTICES = {

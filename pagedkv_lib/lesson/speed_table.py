@@ -1,0 +1,106 @@
+"""The Code lesson's decode-speed section: the paging gate and its reveal, from a live measurement.
+
+Everything the learner sees about the timing comes from one
+:class:`~pagedkv_lib.kernels.timing.DecodeSpeed` measured in the lesson's kernel moments before:
+the gate's choices (:data:`PAGING_CHOICES`), its answer (:func:`paging_answer`: the choice, or
+tied choices, the measured ratio falls in), and the reveal (:func:`paging_reveal`: the table and
+the sentences of :data:`TEXTS`, filled in from the measurement). The gate's answer key
+(``answer_keys.code_keys``, gate ``q-paging``) calls these, so nothing of the answer is in the
+notebook's source, and no number is measured anywhere but here, now.
+"""
+from __future__ import annotations
+
+from ..kernels.timing import ROWS, DecodeSpeed
+
+__all__ = ["PAGING_CHOICES", "RATIO_RANGES", "PAPER_KERNEL_SLOWDOWN", "TEXTS", "paging_answer",
+           "paging_reveal", "rows_markdown"]
+
+PAGING_CHOICES = ("faster than the contiguous read (under 0.95x its time)",
+                  "about the same (0.95x to 1.10x)",
+                  "somewhat slower (1.10x to 1.50x)",
+                  "much slower (over 1.50x)")
+"""The gate's choices, in order; :data:`RATIO_RANGES` gives the ratios each one means."""
+
+RATIO_RANGES = ((0.0, 0.95), (0.95, 1.10), (1.10, 1.50), (1.50, float("inf")))
+"""``[low, high)`` of paged-over-contiguous time ratios for each of :data:`PAGING_CHOICES`."""
+
+PAPER_KERNEL_SLOWDOWN = (0.20, 0.26)
+"""Kwon et al., SOSP 2023, section 7.1 and Fig. 18a: the paged attention kernel's latency was
+20-26% above FasterTransformer's contiguous kernel (attention operation only, on a GPU);
+registered for the lesson's prose as ``claims.cited("kernel-slowdown")``."""
+
+HEADER = ("On this machine, now: {requests} requests, {tokens:,} tokens, {mb:,.1f} MB of K and V per layer; "
+          "copy bandwidth {gbs:.1f} GB/s; {threads} thread(s); medians of {repeats} interleaved rounds. "
+          "*Bound*: the least time the method's bytes take at that bandwidth.")
+PAGING = ("**Paging's cost here:** {paged} took **{ratio:.2f}x** the time of {contiguous}: the median of the "
+          "rounds' ratios, which lies between {q1:.2f}x and {q3:.2f}x with 90% confidence (single rounds ran "
+          "from {low:.2f}x to {high:.2f}x).")
+TIED = ("That interval spans a boundary between choices, so this machine's noise cannot tell them apart: "
+        "each choice it touches counts as right.")
+ORDER = ("With the same blocks laid out in logical order, the same kernel took {in_order:.2f}x. The step from "
+         "the contiguous row to the in-order row is what following the block table costs; the step from the "
+         "in-order row to the shuffled row is what jumping between scattered blocks costs.")
+UNMEASURABLE = ("Its 90% interval, {q1:.2f}x to {q3:.2f}x, includes 1.00x: at this machine's noise, following "
+                "the table cost nothing measurable.")
+PAPER = ("The paper's GPU kernel took {low:.2f}x to {high:.2f}x the time of FasterTransformer's contiguous "
+         "kernel (Kwon et al. 2023, section 7.1, Fig. 18a).")
+TORCH = ("**Torch's paged row** took {gap:.1f} ms more than torch's contiguous row. Copying every block once, "
+         "K and V (the copy-only row), took {copy:.1f} ms, and torch's paged decode copies only K, so the "
+         "copy is at most that much of the gap. The rest is the work around the copy: each step of each request "
+         "is about a dozen torch calls, each dispatched from Python; the matmuls read the copied K through a "
+         "strided view; the weighted sum of V is an embedding_bag that reads each V row once per query head of "
+         "its group; and scores and probabilities go out to memory and back between calls, where a fused "
+         "kernel keeps them in registers.")
+BELOW = "No attention method reached the bound; the nearest, {best}, reached {share:.0%} of it."
+ABOVE = ("{best} reached {share:.0%} of the bound: a pass that only reads can beat a copy, which also "
+         "fetches each line it writes and writes it back.")
+MISSING = "(The fused rows are missing, so torch's rows stand in for them: {why}.)"
+TEXTS = (HEADER, PAGING, TIED, ORDER, UNMEASURABLE, PAPER, TORCH, BELOW, ABOVE, MISSING)
+"""Every sentence of the reveal, as a template filled from the measurement."""
+
+
+def paging_answer(speed: DecodeSpeed):
+    """The choice the measured ratio falls in; a tuple of choices (each right) where the 90% interval of
+    the median ratio (:meth:`~pagedkv_lib.kernels.timing.DecodeSpeed.ratio_interval`) straddles a
+    boundary, so that the machine's noise decides no verdict."""
+    low, high = speed.ratio_interval(*speed.paging_pair())
+    hits = [c for c, (a, b) in zip(PAGING_CHOICES, RATIO_RANGES) if a <= high and low < b]
+    return hits[0] if len(hits) == 1 else tuple(hits)
+
+
+def paging_reveal(speed: DecodeSpeed) -> list[str]:
+    """What the gate shows after the commit: :func:`rows_markdown`, then the sentences of :data:`TEXTS`."""
+    paged, contiguous = speed.paging_pair()
+    ratios = speed.round_ratios(paged, contiguous)
+    s = speed.seconds
+    q1, q3 = speed.ratio_interval(paged, contiguous)
+    said = [PAGING.format(paged=ROWS[paged], contiguous=ROWS[contiguous], ratio=speed.paging_ratio(),
+                          q1=q1, q3=q3, low=ratios[0], high=ratios[-1])]
+    if isinstance(paging_answer(speed), tuple):
+        said[0] += " " + TIED
+    if speed.kernel_missing is None:
+        said.append(ORDER.format(in_order=speed.ratio("fused in order", "fused contiguous")))
+        low, high = speed.ratio_interval("fused in order", "fused contiguous")
+        if low <= 1.0 <= high:
+            said[-1] += " " + UNMEASURABLE.format(q1=low, q3=high)
+        said.append(PAPER.format(low=1 + PAPER_KERNEL_SLOWDOWN[0], high=1 + PAPER_KERNEL_SLOWDOWN[1]))
+    said.append(TORCH.format(gap=(s["torch paged"] - s["torch contiguous"]) * 1e3, copy=s["copy"] * 1e3))
+    share = {key: speed.share_of_bound(key) for key in s if key != "copy"}
+    best = max(share, key=share.get)
+    said.append((BELOW if share[best] < 1 else ABOVE).format(best=ROWS[best], share=share[best]))
+    if speed.kernel_missing is not None:
+        said.append(MISSING.format(why=speed.kernel_missing))
+    return [rows_markdown(speed), "\n\n".join(said)]
+
+
+def rows_markdown(speed: DecodeSpeed) -> str:
+    """A Markdown table: each method's median time, the bound on it, and the share of the bound it reached."""
+    contiguous = speed.paging_pair()[1]
+    lines = [HEADER.format(requests=len(speed.lens), tokens=sum(speed.lens), mb=speed.read_bytes / 1e6,
+                           gbs=speed.copy_bytes_per_s / 1e9, threads=speed.threads, repeats=speed.repeats), "",
+             f"| method | median ms | bound ms | share of the bound | time / {ROWS[contiguous]}, median of rounds |",
+             "|---|---:|---:|---:|---:|"]
+    for key, seconds in speed.seconds.items():
+        lines.append(f"| {ROWS[key]} | {seconds * 1e3:.2f} | {speed.bound_seconds(key) * 1e3:.2f} | "
+                     f"{speed.share_of_bound(key):.0%} | {speed.ratio(key, contiguous):.2f}x |")
+    return "\n".join(lines)

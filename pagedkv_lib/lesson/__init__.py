@@ -15,5 +15,7 @@
 * :mod:`.replay`: a ledger batch played on the real allocators.
 * :mod:`.lab`, :mod:`.lab_view`: the Demo lesson's allocation and simulator labs (plain core; widgets).
 * :mod:`.code_lesson`: what the Code lesson prints beside the code it shows.
+* :mod:`.speed_table`: the Code lesson's decode-speed gate: its answer and its reveal (table and
+  sentences), from a live :class:`~pagedkv_lib.kernels.timing.DecodeSpeed`.
 * :mod:`.colab`: the notebooks' Colab setup cell, and ``python -m pagedkv_lib.lesson.colab``.
 """

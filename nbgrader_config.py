@@ -29,35 +29,40 @@ c.Execute.timeout = 30
 # A loop that ignores the interrupt is given up on after this many seconds of silence from the kernel.
 c.Execute.iopub_timeout = 4
 
-# Autograde: nbgrader's pipelines with the course's hooks (pagedkv_lib/course/instructor/nbhooks.py):
+# Autograde: nbgrader's pipelines with the course's hooks (pagedkv_lib/course/instructor/grading/nbgrader_hooks.py):
 # - QuietOverwriteCells warns only about locked cells a learner edited, not about hidden-test checksums;
-# - GuardedExecute runs the kernel in a sandbox (instructor/sandbox.py), sends test cells without their
+# - GuardedExecute runs the kernel in a sandbox (instructor/grading/kernel_sandbox.py), sends test cells without their
 #   grader-only parts, and survives a dead kernel or an uninterruptible loop (that question scores 0,
 #   a fresh kernel replays the cells before it, the rest is graded);
 # - CapOutput keeps at most 20 kB of output per cell (nbgrader's LimitOutput counts lines, not bytes);
-# - JudgeTests scores each test cell from its record of results, in this process (instructor/judge.py).
+# - JudgeTests scores each test cell from its record of results, in this process (instructor/grading/judge.py).
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds",
     "nbgrader.preprocessors.OverwriteKernelspec",
-    "pagedkv_lib.course.instructor.nbhooks.QuietOverwriteCells",
+    "pagedkv_lib.course.instructor.grading.nbgrader_hooks.QuietOverwriteCells",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 c.Autograde.autograde_preprocessors = [
-    "pagedkv_lib.course.instructor.nbhooks.GuardedExecute",
+    "pagedkv_lib.course.instructor.grading.nbgrader_hooks.GuardedExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
-    "pagedkv_lib.course.instructor.nbhooks.CapOutput",
+    "pagedkv_lib.course.instructor.grading.nbgrader_hooks.CapOutput",
     "nbgrader.preprocessors.LimitOutput",
-    "pagedkv_lib.course.instructor.nbhooks.JudgeTests",
+    "pagedkv_lib.course.instructor.grading.nbgrader_hooks.JudgeTests",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
     # after grading: autograded/ holds no hidden-test source, not even quoted in a traceback
-    "pagedkv_lib.course.instructor.nbhooks.ClearHiddenTestSource",
-    "pagedkv_lib.course.instructor.feedback_html.ConciseErrors",
+    "pagedkv_lib.course.instructor.grading.nbgrader_hooks.ClearHiddenTestSource",
+    "pagedkv_lib.course.instructor.reporting.learner_feedback.ConciseErrors",
 ]
 c.CapOutput.max_bytes = 20_000
+# Grading limits, each a setting with help text (pagedkv_lib/course/instructor/grading/grading_limits.py and
+# intake/submission_bounds.py); the defaults hold for this course, for example:
+# c.KernelLimits.disk_bytes = 256 * 2**20      # each kernel's home and /tmp together (a tmpfs)
+# c.NotebookLimits.budget_seconds = 600        # most worker time one notebook may use
+# c.SubmissionLimits.json_depth = 100          # most JSON nesting a handed-in notebook may have
 # A deleted test cell is put back from the gradebook and run, so deleting a test gains nothing
 # (QuietOverwriteCells places it after the nearest earlier cell the submission still has).
 c.QuietOverwriteCells.add_missing_cells = True
@@ -66,8 +71,8 @@ c.QuietOverwriteCells.add_missing_cells = True
 # down to the message check_value wrote for them, and show math as text (no MathJax from a CDN).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "pagedkv_lib.course.instructor.nbhooks.ClearHiddenTestSource",
-    "pagedkv_lib.course.instructor.feedback_html.ConciseErrors",
-    "pagedkv_lib.course.instructor.feedback_html.PlainMath",
+    "pagedkv_lib.course.instructor.grading.nbgrader_hooks.ClearHiddenTestSource",
+    "pagedkv_lib.course.instructor.reporting.learner_feedback.ConciseErrors",
+    "pagedkv_lib.course.instructor.reporting.learner_feedback.PlainMath",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

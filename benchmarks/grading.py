@@ -23,6 +23,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -31,7 +32,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from classroom import WRONG, answered, solutions_by_cell  # noqa: E402
 from pagedkv_lib import course  # noqa: E402
-from pagedkv_lib.course.instructor.grade import nbgrader  # noqa: E402
+from pagedkv_lib.course.instructor.course_layout import nbgrader  # noqa: E402
 
 NAME = "ps2_math"  # the set the class answers wrong (others: half-answered), and the fixed-cost run's
 
@@ -69,6 +70,51 @@ def _grade(root: Path, workers: int, timeout: int, cold: bool = False) -> tuple[
     start = time.perf_counter()
     statuses = course.autograde(root, timeout_s=timeout, workers=workers, progress=False)
     return time.perf_counter() - start, [s.seconds for s in statuses]
+
+
+class GraderMemory:
+    """Peak resident memory (MiB) of the grader's own processes while it runs: this process and each
+    grading worker (``grading_worker`` in its command line), sampled every ``every_s`` seconds from
+    /proc (the sandboxed kernels, which run as other uids with limits of their own, are not counted)."""
+
+    def __init__(self, every_s: float = 0.25):
+        self.every_s, self.parent, self.worker, self.total = every_s, 0.0, 0.0, 0.0
+        self._stop = threading.Event()
+
+    @staticmethod
+    def _rss_mib(pid: str) -> float:
+        try:
+            line = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            return 0.0
+        return int(line.split()[1]) / 1024
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            parent = self._rss_mib(str(os.getpid()))
+            workers = []
+            for proc in Path("/proc").iterdir():
+                try:
+                    if proc.name.isdigit() and b"grading_worker" in (proc / "cmdline").read_bytes():
+                        workers.append(self._rss_mib(proc.name))
+                except OSError:
+                    continue
+            self.parent = max(self.parent, parent)
+            self.worker = max([self.worker, *workers])
+            self.total = max(self.total, parent + sum(workers))
+
+    def __enter__(self) -> "GraderMemory":
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def __str__(self) -> str:
+        return (f"grader's peak resident memory: {self.total:.0f} MiB in all (this process {self.parent:.0f} MiB, "
+                f"largest worker {self.worker:.0f} MiB)")
 
 
 def _fixed_costs(root: Path, assignment: str) -> dict:
@@ -125,9 +171,10 @@ def main() -> None:
                 _submit(klass, f"s{i:03d}", s, kinds[i % 3])
         class_workers = [int(w) for w in args.class_workers.split(",") if w] or [1, cores]
         for w in class_workers if args.class_size else ():
-            total, per = _grade(klass, w, args.timeout, cold=True)
+            with GraderMemory() as memory:
+                total, per = _grade(klass, w, args.timeout, cold=True)
             print(f"class of {args.class_size} on {len(class_sets)} set(s), {w} worker(s): {total:.1f} s total "
-                  f"({len(per)} notebooks); per notebook {_summary(per)}")
+                  f"({len(per)} notebooks); per notebook {_summary(per)}; {memory}")
     print("load average after:", os.getloadavg())
 
 

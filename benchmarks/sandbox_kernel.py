@@ -30,7 +30,7 @@ import nbformat
 from nbclient import NotebookClient
 from traitlets.config import Config
 
-from pagedkv_lib.course.instructor import sandbox
+from pagedkv_lib.course.instructor.grading import kernel_sandbox as sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ def _run(nb_path: Path, library: Path, arm: str) -> float:
         config.SandboxKernelManager.shutdown_wait_time = 5.0
     try:
         nb = nbformat.read(nb_path, as_version=4)
-        os.environ[sandbox.LIBRARY_ENV] = str(library)
+        config.SandboxKernelManager.library = str(library)
         start = time.perf_counter()  # the client owns its kernel manager, so it stops the kernel at the end
         NotebookClient(nb, kernel_manager_class=sandbox.SandboxKernelManager, kernel_name="python3",
                        timeout=120, config=config).execute()

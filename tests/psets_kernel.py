@@ -3,7 +3,7 @@
 Starting a kernel per submission (as nbgrader does) costs seconds; here one kernel runs each version's
 cells from the top after a namespace reset, test cells without their grader-only parts, and each test
 cell is then judged as the autograder judges it: from its record of results, by the judge in this
-process (``pagedkv_lib/course/instructor/judge.py``). With ``hidden=False`` (what a learner runs before
+process (``pagedkv_lib/course/instructor/grading/judge.py``). With ``hidden=False`` (what a learner runs before
 handing in) the verdicts are the kernel's own: no error, and the pass marker shown.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from jupyter_client.manager import start_new_kernel
 
 import copy
 
-from pagedkv_lib.course.instructor import judge
+from pagedkv_lib.course.instructor.grading import judge
 from pagedkv_lib.course.learner.testcell import PASS_MIME, RECORD_MIME
 from pagedkv_lib.course.learner.variants import KEY_ENV
 
@@ -99,7 +99,7 @@ class LiveKernel:
         a variable), without the known-wrong ones.
         """
         store = []
-        checks = judge.Replay.checks
+        checks = judge.RecordedAnswers.checks
 
         class Recording:
             def __getattr__(self, name):
@@ -119,11 +119,11 @@ class LiveKernel:
                 store.extend(w for w, _ in misconceptions if not answers_only and (sweeps or "[" not in name))
                 return checks.check_known_mistakes(name, got, misconceptions, **kw)
 
-        judge.Replay.checks = Recording()
+        judge.RecordedAnswers.checks = Recording()
         try:
             self.verdicts = self.grade(cells, answers, hidden=hidden, judged=True, key=key)
         finally:
-            judge.Replay.checks = checks
+            judge.RecordedAnswers.checks = checks
         return json.loads(json.dumps(store, default=lambda v: float(v) if isinstance(v, numbers.Real) else repr(v)))
 
     def grade(self, cells: list[dict], answers: dict[str, str], *, hidden: bool = True,

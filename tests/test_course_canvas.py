@@ -22,8 +22,9 @@ from hypothesis import example, given, strategies as st
 
 from conftest import REPO
 from pagedkv_lib.course import __main__ as cli
-from pagedkv_lib.course.instructor import canvas
-from pagedkv_lib.course.instructor.nbclean import answer_marker
+from pagedkv_lib.course.instructor.intake import lms_canvas as canvas
+from pagedkv_lib.course.instructor.reporting.canvas_grades import assignment_columns, export_canvas_grades
+from pagedkv_lib.course.instructor.intake.notebook_cleaning import answer_marker
 from test_course_intake import _release  # the same one-question release
 
 HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Attendance",
@@ -95,12 +96,12 @@ def test_a_file_that_is_not_a_canvas_export_is_refused_naming_roster(tmp_path):
 
 def test_assignments_map_onto_the_roster_column_that_names_them(tmp_path):
     roster = canvas.read_roster(_roster(tmp_path))
-    found, missing = canvas.assignment_columns(roster, ["ps1_intuition", "ps2_math", "ps4_demo"])
+    found, missing = assignment_columns(roster, ["ps1_intuition", "ps2_math", "ps4_demo"])
     assert found == {"ps1_intuition": "ps1_intuition (2001)", "ps2_math": "PS2 math (2002)"}
     assert missing == ["ps4_demo"]
     roster.header.append("ps2_math retake (2010)")
     with pytest.raises(canvas.PagedKVError, match="matches 2 columns"):
-        canvas.assignment_columns(roster, ["ps2_math"])
+        assignment_columns(roster, ["ps2_math"])
 
 
 # --- grades out -----------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def test_canvas_import_keeps_identity_columns_matches_by_login_or_sis_id_and_lis
                        ("ps1_intuition", "s002", 7.0, 10.0, "timed out"),   # an id made from the SIS User ID
                        ("ps2_math", "klee", 0.0, 12.0, "not submitted"),
                        ("ps2_math", "zed", 11.0, 12.0, "ok")])               # graded, not in Canvas
-    result = canvas.export(tmp_path, canvas.read_roster(_roster(tmp_path)))
+    result = export_canvas_grades(tmp_path, canvas.read_roster(_roster(tmp_path)))
     rows = list(csv.reader((tmp_path / "grades-canvas.csv").open(encoding="utf-8")))
     # what GradebookImporter#header? requires: Student, ID first; Section ends the student columns
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
@@ -142,14 +143,14 @@ def test_canvas_import_keeps_identity_columns_matches_by_login_or_sis_id_and_lis
 
 def test_a_maximum_that_differs_from_canvas_points_is_reported_and_scores_stay_points(tmp_path):
     _grades(tmp_path, [("ps2_math", "jdoe", 10.0, 20.0, "ok")])
-    result = canvas.export(tmp_path, canvas.read_roster(_roster(tmp_path)))
+    result = export_canvas_grades(tmp_path, canvas.read_roster(_roster(tmp_path)))
     assert result.points_differ and "20" in result.points_differ[0] and "12.00" in result.points_differ[0]
     assert list(csv.reader((tmp_path / "grades-canvas.csv").open(encoding="utf-8")))[2][-1] == "10.00"
 
 
 def test_cli_export_defaults_to_csv_and_canvas_without_roster_fails_before_writing(tmp_path, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr(cli, "export", lambda course_dir: calls.append(course_dir) or Path(course_dir) / "grades.csv")
+    monkeypatch.setattr(cli, "export_grades", lambda course_dir: calls.append(course_dir) or Path(course_dir) / "grades.csv")
     assert cli._parser().parse_args(["export"]).format == "csv"
     assert cli.main(["export", "--course-dir", str(tmp_path)]) == 0
     assert calls == [str(tmp_path)] and not (tmp_path / "grades-canvas.csv").exists()
@@ -178,7 +179,7 @@ def test_make_passes_format_and_roster_and_keeps_csv_the_default():
 @example("Smith, J_2", 12345, 678, False, "my_ps2_math_12_3.ipynb")  # a name ending "_<digits>"
 def test_every_name_canvas_can_write_parses_back_to_its_user_and_file(name, user, file, late, display):
     member = canvas_member(name, str(user), str(file), display, late)
-    got = canvas.parse(member, {str(user)})
+    got = canvas.parse_download_name(member, {str(user)})
     left = re.sub(r"\W", "", re.sub(r"_(\d+)_", r"\1", name).lower())
     if not left or left.endswith("_late"):  # "_<user id>_..." or "x_late_<user id>": ambiguous in Canvas too
         return
@@ -205,7 +206,7 @@ def _canvas_zip(tmp_path) -> Path:
 
 def test_canvas_zip_is_placed_by_roster_login_keeping_each_students_newest_file(tmp_path):
     root = tmp_path / "course"
-    found = canvas.collect(_canvas_zip(tmp_path), root, {"ps2_math": _release()}, None, _roster(tmp_path))
+    found = canvas.collect_canvas_zip(_canvas_zip(tmp_path), root, {"ps2_math": _release()}, None, _roster(tmp_path))
     assert sorted(found.placed) == ["jdoe/ps2_math", "klee/ps2_math", "rsmith/ps2_math"]
 
     def answer(student):
@@ -225,7 +226,7 @@ def test_canvas_zip_is_placed_by_roster_login_keeping_each_students_newest_file(
 
 def test_canvas_zip_without_roster_is_refused_naming_roster(tmp_path):
     with pytest.raises(canvas.PagedKVError, match="ROSTER=<Canvas gradebook export>.csv"):
-        canvas.collect(_canvas_zip(tmp_path), tmp_path / "course", {"ps2_math": _release()})
+        canvas.collect_canvas_zip(_canvas_zip(tmp_path), tmp_path / "course", {"ps2_math": _release()})
     assert not (tmp_path / "course" / "submitted").exists()
 
 
@@ -243,7 +244,7 @@ def test_canvas_zip_to_canvas_import_through_real_autograding(tmp_path):
     the roster's column for the right Canvas user, the empty notebook's 0 under the other."""
     from classroom import answered, course_copy, solutions_by_cell
     from pagedkv_lib import course
-    from pagedkv_lib.course.instructor.intake import release_notebooks
+    from pagedkv_lib.course.instructor.intake.collect_notebooks import release_notebooks
     root = course_copy(tmp_path / "course", "ps2_math")
     release = json.loads((REPO / course.RELEASE / "ps2_math" / "ps2_math.ipynb").read_text(encoding="utf-8"))
     solution = json.loads((REPO / course.SOURCE / "ps2_math" / "ps2_math.ipynb").read_text(encoding="utf-8"))
@@ -253,12 +254,12 @@ def test_canvas_zip_to_canvas_import_through_real_autograding(tmp_path):
                    json.dumps(answered(release, solutions_by_cell(solution))))
         z.writestr(canvas_member("Roe, Smith", "12346", "67891", "ps2_math-1.ipynb", late=True), json.dumps(release))
     roster = _roster(tmp_path)
-    found = canvas.collect(downloads, root, release_notebooks(root / course.RELEASE), None, roster)
+    found = canvas.collect_canvas_zip(downloads, root, release_notebooks(root / course.RELEASE), None, roster)
     assert sorted(found.placed) == ["jdoe/ps2_math", "rsmith/ps2_math"]
     statuses = {s.student: s for s in course.autograde(root, timeout_s=10, workers=1, progress=False)}
     assert any("late" in d for d in statuses["rsmith"].details)
     grades = {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").open(encoding="utf-8"))}
-    result = canvas.export(root, canvas.read_roster(roster))
+    result = export_canvas_grades(root, canvas.read_roster(roster))
     rows = {r[1]: r for r in csv.reader((root / "grades-canvas.csv").open(encoding="utf-8"))}
     assert rows["12345"][-1] == f"{float(grades['jdoe']['score']):.2f}" and float(grades["jdoe"]["score"]) > 0
     assert rows["12346"][-1] == "0.00" and rows["12347"][-1] == ""

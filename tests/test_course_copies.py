@@ -7,10 +7,11 @@ import pytest
 
 from conftest import REPO
 from psets_kernel import load
-from pagedkv_lib.course.instructor import copies
-from pagedkv_lib.course.instructor.judge import RECORD_MIME, judge_notebook, trusted_cells
-from pagedkv_lib.course.instructor.keys import learner_key
-from pagedkv_lib.course.learner.record import digest, encode
+from pagedkv_lib.course.instructor.reporting import copy_detection as copies
+from pagedkv_lib.course.instructor.grading.judge import judge_notebook, trusted_cells
+from pagedkv_lib.course.protocol import RECORD_MIME
+from pagedkv_lib.course.instructor.intake.variant_keys import learner_key
+from pagedkv_lib.course.plain_values import digest, encode
 from pagedkv_lib.course.learner.variants import for_set
 
 KEYS = {s: learner_key(b"copies test secret", s) for s in ("ada", "bob", "cat", "dan", "eve", "fay")}

@@ -3,10 +3,10 @@ the answer scan and the output cap."""
 import nbformat
 import pytest
 
-from pagedkv_lib.course.instructor.judge import judge_notebook, kernel_source, trusted_cells
-from pagedkv_lib.course.instructor.scan import grader_names_used
-from pagedkv_lib.course.learner.record import Opaque, decode, digest, encode
-from pagedkv_lib.course.learner.testcell import RECORD_MIME
+from pagedkv_lib.course.instructor.grading.judge import judge_notebook, kernel_source, trusted_cells
+from pagedkv_lib.course.instructor.intake.answer_scan import grader_names_used
+from pagedkv_lib.course.plain_values import Opaque, decode, digest, encode
+from pagedkv_lib.course.protocol import RECORD_MIME
 
 
 @pytest.mark.parametrize("source, names", [
@@ -37,14 +37,15 @@ def _cell_with(outputs, grade_id="q1_tests"):
 
 
 def test_cap_output_keeps_a_bounded_number_of_bytes(monkeypatch, tmp_path):
-    from pagedkv_lib.course.instructor.events import EVENTS_ENV
-    from pagedkv_lib.course.instructor.nbhooks import CapOutput
-    monkeypatch.setenv(EVENTS_ENV, str(tmp_path / "events"))
+    from pagedkv_lib.course.instructor.grading.grading_job import GradingJob
+    from pagedkv_lib.course.instructor.grading.nbgrader_hooks import CapOutput
     cell = _cell_with([{"output_type": "stream", "name": "stdout", "text": "z" * 1_000_000}])
-    CapOutput(max_bytes=5_000).preprocess_cell(cell, {}, 0)
+    cap = CapOutput(max_bytes=5_000)
+    cap._job = job = GradingJob(str(tmp_path), "ps1", "ann")
+    cap.preprocess_cell(cell, {}, 0)
     assert sum(len(str(o)) for o in cell.outputs) < 6_000
     assert "output cut" in cell.outputs[-1]["text"]
-    assert "huge_output" in (tmp_path / "events").read_text()
+    assert "huge_output" in [e["kind"] for e in job.events()]
 
 
 TEST = ("from pagedkv_lib.course.learner import testcell as _testcell\n"
@@ -131,7 +132,7 @@ def test_a_record_holds_plain_values_only():
 
 
 def test_identical_long_answers_are_paired_but_short_stub_and_reference_ones_are_not(tmp_path):
-    from pagedkv_lib.course.instructor.flags import similar_answers
+    from pagedkv_lib.course.instructor.reporting.similar_answers import similar_answers
 
     def nb(**answers):
         cells = []
@@ -164,7 +165,7 @@ def test_no_honest_answer_is_flagged():
 
     from conftest import REPO
     from psets_mutations import STYLES
-    from pagedkv_lib.course.instructor.scan import library_calls, reaches
+    from pagedkv_lib.course.instructor.intake.answer_scan import library_calls, reaches
 
     for name, styles in STYLES.items():
         nb = json.loads((REPO / "solutions" / name / f"{name}.ipynb").read_text(encoding="utf-8"))
@@ -195,8 +196,10 @@ def test_the_judge_runs_only_the_instructors_source_never_a_submitted_one(tmp_pa
 
 
 def test_the_output_depth_check_walks_without_recursion_and_leaves_records_alone():
-    from pagedkv_lib.course.instructor.nbhooks import MAX_OUTPUT_DEPTH, nested_deeper
-    from pagedkv_lib.course.learner.record import encode
+    from pagedkv_lib.course.instructor.grading.grading_limits import NotebookLimits
+    from pagedkv_lib.course.instructor.grading.nbgrader_hooks import nested_deeper
+    MAX_OUTPUT_DEPTH = NotebookLimits().max_output_depth
+    from pagedkv_lib.course.plain_values import encode
     deep = []
     for _ in range(100_000):  # far deeper than any recursive walk could go
         deep = [deep]

@@ -1,7 +1,7 @@
 """Autograded notebooks and feedback lose the hidden tests; a learner's cell that names the delimiters stays."""
 from nbformat.v4 import new_code_cell
 
-from pagedkv_lib.course.instructor.nbhooks import ClearHiddenTestSource
+from pagedkv_lib.course.instructor.grading.nbgrader_hooks import ClearHiddenTestSource
 
 TEST = "_check(q1)\n### BEGIN HIDDEN TESTS\nassert q1 == 42\n### END HIDDEN TESTS\n_end()"
 

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from pagedkv_lib.course.instructor.intake import collect, place, student_id
-from pagedkv_lib.course.instructor.nbclean import Unreadable, answer_marker, clean, normalise, parse
+from pagedkv_lib.course.instructor.intake.collect_notebooks import collect_notebooks as collect, place
+from pagedkv_lib.course.instructor.intake.variant_keys import student_id
+from pagedkv_lib.course.instructor.intake.notebook_cleaning import Unreadable, answer_marker, clean, normalise, parse_notebook as parse
 
 ASSIGNMENTS = ["ps1_intuition", "ps2_math"]
 

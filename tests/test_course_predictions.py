@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from pagedkv_lib.course.instructor.class_report import report
-from pagedkv_lib.course.instructor.prediction_report import prediction_section
-from pagedkv_lib.course.instructor.predictions import MAX_GATES, MAX_RECORDS, MAX_TEXT, MIME, parse_record, read_predictions
+from pagedkv_lib.course.instructor.reporting.class_report import report
+from pagedkv_lib.course.instructor.reporting.prediction_report import prediction_section
+from pagedkv_lib.course.instructor.reporting.prediction_records import MAX_GATES, MAX_RECORDS, MAX_TEXT, MIME, parse_record, read_predictions
 
 STUDENTS = ["learner_ada", "learner_bo", "learner_cy", "learner_di", "learner_ed", "learner_fu"]
 FORGER = "learner_aa"  # sorts first; commits a number at a choice gate

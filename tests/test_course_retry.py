@@ -1,12 +1,13 @@
 """A grading run that fails through no doing of the student's is tried again; a student's own failure is not."""
-from pagedkv_lib.course.instructor import grade
-from pagedkv_lib.course.instructor.grade import Status
+from pagedkv_lib.course.instructor.grading import worker_pool as grade
+from pagedkv_lib.course.instructor.grading.grading_limits import WorkerLimits
+from pagedkv_lib.course.instructor.submission_status import Status
 
 
 def _fake_runs(monkeypatch, outcomes):
     calls = []
 
-    def fake_grade_one(worker, root, assignment, student, budget_s, sandbox=None):
+    def fake_grade_one(worker, root, assignment, student, budget_s, job=None):
         problems = outcomes[min(len(calls), len(outcomes) - 1)]
         calls.append(problems)
         return Status(student, assignment, problems=list(problems), failed=bool(problems))
@@ -31,7 +32,7 @@ def test_a_failure_the_student_caused_is_not_retried(monkeypatch):
 def test_a_grader_error_that_persists_is_reported_after_the_last_try(monkeypatch):
     calls = _fake_runs(monkeypatch, [["grader error"]])
     status = grade.grade_one_retrying(None, ".", "ps2_math", "cy", 60)
-    assert len(calls) == grade.GRADER_RETRIES + 1 and status.problems == ["grader error"] and status.failed
+    assert len(calls) == WorkerLimits().grader_retries + 1 and status.problems == ["grader error"] and status.failed
 
 
 def test_jobs_start_with_the_assignment_that_took_longest_in_the_last_run(tmp_path):

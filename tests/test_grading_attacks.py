@@ -26,7 +26,7 @@ import pytest
 from classroom import WRONG, answered, course_copy, solutions_by_cell
 from conftest import REPO
 from pagedkv_lib import course
-from pagedkv_lib.course.instructor.nbclean import normalise
+from pagedkv_lib.course.instructor.intake.notebook_cleaning import normalise
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class"),
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")]
@@ -330,7 +330,7 @@ def test_no_file_outside_the_sandboxes_changed(graded):
 
 def test_no_process_of_a_student_outlives_grading(graded):
     left = graded[5]
-    from pagedkv_lib.course.instructor.sandbox import KERNEL_UIDS
+    from pagedkv_lib.course.instructor.grading.kernel_sandbox import KERNEL_UIDS
     theirs = [(uid, args) for uid, args in left if uid in KERNEL_UIDS]
     assert not theirs, theirs
 

@@ -14,7 +14,7 @@ import pytest
 from classroom import build
 from conftest import REPO
 from pagedkv_lib import course
-from pagedkv_lib.course.instructor.intake import release_notebooks
+from pagedkv_lib.course.instructor.intake.collect_notebooks import release_notebooks
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class")]  # beside the pipeline test
 
@@ -37,7 +37,7 @@ def graded(tmp_path_factory):
     for path, text, _, _ in files:
         (downloads / path).parent.mkdir(parents=True, exist_ok=True)
         (downloads / path).write_text(text, encoding="utf-8")
-    found = course.collect(downloads, root, release_notebooks(root / course.RELEASE))
+    found = course.collect_notebooks(downloads, root, release_notebooks(root / course.RELEASE))
     statuses = course.autograde(root, timeout_s=CELL_TIMEOUT_S, workers=2, progress=False)
     course.feedback(root)
     report = course.report(root, releases=release_notebooks(root / course.RELEASE))

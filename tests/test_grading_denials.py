@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedkv_lib.course.instructor.denials import denied, tracer
+from pagedkv_lib.course.instructor.grading.sandbox_denials import denied, tracer
 
 COURSE, LIBRARY = Path("/srv/course"), Path("/srv/course/pagedkv_lib")
 VENV, HIDDEN = Path("/srv/course/.venv"), Path("/tmp/pkv-sandbox-lib-ab/ps2_math")

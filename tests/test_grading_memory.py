@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pagedkv_lib.course.instructor import cgroup, sandbox
+from pagedkv_lib.course.instructor.grading import kernel_sandbox as sandbox, memory_cgroup as cgroup
 
 pytestmark = [pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0,
                                  reason="needs bubblewrap and root (as CI grades)"),
@@ -69,10 +69,10 @@ def test_a_group_bounds_them_together_and_is_removed_after():
 def test_a_graded_kernel_runs_in_its_group(tmp_path, monkeypatch):
     library = sandbox.hidden_library(tmp_path / "lib", [])
     library.chmod(0o755)
-    monkeypatch.setenv(sandbox.LIBRARY_ENV, str(library))
 
     async def run() -> tuple[list[int], int]:
         km = sandbox.SandboxKernelManager(kernel_name="python3")
+        km.library = str(library)
         assert km.memory is not None
         await km.start_kernel()
         try:

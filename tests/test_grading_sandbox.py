@@ -14,7 +14,7 @@ import pytest
 from classroom import answered, course_copy, solutions_by_cell
 from conftest import REPO
 from pagedkv_lib import course
-from pagedkv_lib.course.instructor import sandbox
+from pagedkv_lib.course.instructor.grading import kernel_sandbox as sandbox
 from pagedkv_lib.errors import PagedKVError
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0,

@@ -19,8 +19,8 @@ import pytest
 from classroom import answered, course_copy, solutions_by_cell
 from psets_kernel import load, reference_values
 from pagedkv_lib import course
-from pagedkv_lib.course.instructor import keys
-from pagedkv_lib.course.instructor.nbclean import normalise
+from pagedkv_lib.course.instructor.intake import variant_keys as keys
+from pagedkv_lib.course.instructor.intake.notebook_cleaning import normalise
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class"),
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")]

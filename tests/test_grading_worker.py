@@ -10,11 +10,11 @@ import pytest
 
 from classroom import answered, solutions_by_cell
 
-from pagedkv_lib.course.instructor import cgroup
-from pagedkv_lib.course.instructor.events import EVENTS_ENV
-from pagedkv_lib.course.instructor.grade import db_url, cached_releases, nbgrader_env
-from pagedkv_lib.course.instructor.sandbox import LIBRARY_ENV, MODE_ENV, hidden_library
-from pagedkv_lib.course.instructor.worker import Worker, WorkerTimeout, _answer
+from pagedkv_lib.course.instructor.course_layout import cached_releases, db_url, nbgrader_env
+from pagedkv_lib.course.instructor.grading import memory_cgroup as cgroup
+from pagedkv_lib.course.instructor.grading.grading_job import GradingJob
+from pagedkv_lib.course.instructor.grading.grading_worker import Worker, WorkerTimeout, _answer
+from pagedkv_lib.course.instructor.grading.kernel_sandbox import hidden_library
 from test_grading_sandbox import _course
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class")]
@@ -59,13 +59,14 @@ def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself
     cached_releases(root, [NAME])  # records the assignment in the gradebook, as autograde does first
     library = hidden_library(tmp_path / "lib", [])
     library.chmod(0o755)
-    env = {MODE_ENV: "bwrap", LIBRARY_ENV: str(library), EVENTS_ENV: str(tmp_path / "events.jsonl")}
+    for student in ("ada", "slow"):
+        GradingJob(str(root.resolve()), NAME, student, sandbox=True, library=str(library)).write()
     with open(tmp_path / "worker.log", "ab") as log:
         worker = Worker(root, 30, db_url(root), nbgrader_env(), log)
         try:
-            first = worker.autograde(NAME, "ada", env, budget_s=300)
+            first = worker.autograde(NAME, "ada", budget_s=300)
             pid = worker.proc.pid
-            second = worker.autograde(NAME, "ada", env, budget_s=300)
+            second = worker.autograde(NAME, "ada", budget_s=300)
             assert first["success"] and second["success"], (first["error"], second["error"])
             assert worker.proc.pid == pid and worker.jobs == 2  # the same process, warm
             assert "Autograding" in second["log"]
@@ -86,7 +87,7 @@ def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself
             spy = threading.Thread(target=spy)
             spy.start()
             with pytest.raises(WorkerTimeout):
-                worker.autograde(NAME, "slow", env, budget_s=15)  # killed mid-cell, its kernel running
+                worker.autograde(NAME, "slow", budget_s=15)  # killed mid-cell, its kernel running
             spy.join()
             time.sleep(1)
             assert worker.proc is None and not Path(scratch).exists()
@@ -96,7 +97,7 @@ def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself
                 assert kernels, "no cgroup was seen for the slow job's kernel"
                 assert not [k for k in kernels if (own[0] / k).exists()], "the killed kernel's cgroup is left"
 
-            third = worker.autograde(NAME, "ada", env, budget_s=300)
+            third = worker.autograde(NAME, "ada", budget_s=300)
             assert third["success"] and worker.proc.pid != pid
         finally:
             worker.close()
@@ -105,14 +106,32 @@ def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself
 def test_a_worker_is_replaced_after_its_quota_of_jobs(tmp_path, monkeypatch):
     root = _course(tmp_path, NAME)
     cached_releases(root, [NAME])
-    monkeypatch.setattr("pagedkv_lib.course.instructor.worker.JOBS_PER_WORKER", 1)
-    env = {MODE_ENV: "none", EVENTS_ENV: str(tmp_path / "events.jsonl")}
+    GradingJob(str(root.resolve()), NAME, "ada", sandbox=False).write()
     with open(tmp_path / "worker.log", "ab") as log:
-        worker = Worker(root, 30, db_url(root), nbgrader_env(), log)
+        worker = Worker(root, 30, db_url(root), nbgrader_env(), log, jobs_per_worker=1)
         try:
-            assert worker.autograde(NAME, "ada", env, budget_s=300)["success"]
+            assert worker.autograde(NAME, "ada", budget_s=300)["success"]
             pid, tmp = worker.proc.pid, worker.tmp
-            assert worker.autograde(NAME, "ada", env, budget_s=300)["success"]
+            assert worker.autograde(NAME, "ada", budget_s=300)["success"]
             assert worker.proc.pid != pid and not Path(tmp).exists()
+        finally:
+            worker.close()
+
+
+def test_a_worker_process_is_bounded_by_its_memory_setting(tmp_path):
+    from pagedkv_lib.course.instructor.grading.grading_limits import WorkerLimits
+    root = _course(tmp_path, NAME)
+    with open(tmp_path / "worker.log", "ab") as log:
+        worker = Worker(root, 30, db_url(root), nbgrader_env(), log, memory_bytes=WorkerLimits().memory_bytes)
+        try:
+            worker._start()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # the limit is set once the worker's Python has parsed its options
+                line = next(ln for ln in Path(f"/proc/{worker.proc.pid}/limits").read_text().splitlines()
+                            if ln.startswith("Max address space"))
+                if line.split()[3] != "unlimited":
+                    break
+                time.sleep(0.1)
+            assert int(line.split()[3]) == WorkerLimits().memory_bytes, line
         finally:
             worker.close()

@@ -17,7 +17,7 @@ from psets_kernel import NO_TRITON, LiveKernel, load, points, solutions
 from psets_leaks import code_lists, code_numbers, leaks, learner_leaks, text_lists, text_numbers
 from psets_mutations import MUTATIONS, STYLES
 
-from pagedkv_lib.course.instructor.keys import learner_key
+from pagedkv_lib.course.instructor.intake.variant_keys import learner_key
 from pagedkv_lib.course.learner.variants import for_set
 
 pytestmark = [pytest.mark.xdist_group("psets-kernel")]

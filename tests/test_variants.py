@@ -8,8 +8,8 @@ import stat
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pagedkv_lib.course.instructor import keys
-from pagedkv_lib.course.instructor.keys import learner_key
+from pagedkv_lib.course.instructor.intake import variant_keys as keys
+from pagedkv_lib.course.instructor.intake.variant_keys import learner_key
 from pagedkv_lib.course.learner import variants
 from pagedkv_lib.course.learner.variants import KEY_ENV, SETS, for_set
 from pagedkv_lib.errors import PagedKVError

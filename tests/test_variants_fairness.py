@@ -18,7 +18,7 @@ from conftest import REPO
 from psets_kernel import NO_TRITON, LiveKernel, load, points, reference_values, solutions
 from psets_leaks import code_numbers, learner_leaks, text_numbers
 
-from pagedkv_lib.course.instructor.keys import learner_key
+from pagedkv_lib.course.instructor.intake.variant_keys import learner_key
 from pagedkv_lib.course.learner.variants import for_set
 
 SECRET = b"the fairness tests' course secret"

@@ -19,11 +19,13 @@ from .learner import check_known_mistakes, check_value
 
 # The instructor's side loads on first use: a learner's notebook imports the learner side on Colab
 # too, where nbgrader and its tools are not installed.
-_LAZY = {"autograde": "classrun", "collect": "intake", "ConciseErrors": "feedback_html",
-         "concise_errors": "feedback_html", "RELEASE": "grade", "SOURCE": "grade", "SUBMITTED": "grade",
-         "assignments": "grade", "generate": "grade", "nbgrader": "grade", "normalise": "nbclean",
-         "export": "class_report", "report": "class_report", "feedback": "workflow",
-         "graded_cell_ids": "workflow", "missing_graded_cells": "workflow"}
+_LAZY = {"autograde": "autograde_class", "collect_notebooks": "intake.collect_notebooks",
+         "ConciseErrors": "reporting.learner_feedback", "concise_errors": "reporting.learner_feedback",
+         "feedback": "reporting.learner_feedback", "RELEASE": "course_layout", "SOURCE": "course_layout",
+         "SUBMITTED": "course_layout", "assignments": "course_layout", "generate": "course_layout",
+         "nbgrader": "course_layout", "normalise": "intake.notebook_cleaning",
+         "graded_cell_ids": "intake.notebook_cleaning", "missing_graded_cells": "intake.notebook_cleaning",
+         "export_grades": "reporting.grades_export", "report": "reporting.class_report"}
 __all__ = ["check_value", "check_known_mistakes", *_LAZY]
 
 

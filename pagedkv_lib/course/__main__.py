@@ -7,12 +7,15 @@ from pathlib import Path
 
 from ..errors import PagedKVError
 from . import __doc__ as _doc
-from .instructor import canvas, keys
-from .instructor.classrun import autograde, print_summary
-from .instructor.class_report import export, report
-from .instructor.intake import release_notebooks
-from .instructor.grade import DEFAULT_TIMEOUT_S, assignments, cached_releases, generate
-from .instructor.workflow import feedback
+from .instructor.autograde_class import autograde
+from .instructor.course_layout import DEFAULT_TIMEOUT_S, assignments, cached_releases, course_config, generate
+from .instructor.intake import lms_canvas, variant_keys
+from .instructor.intake.collect_notebooks import release_notebooks
+from .instructor.intake.submission_bounds import SubmissionLimits
+from .instructor.reporting.canvas_grades import export_canvas_grades
+from .instructor.reporting.class_report import report
+from .instructor.reporting.grades_export import export_grades, print_summary
+from .instructor.reporting.learner_feedback import feedback
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,9 +52,10 @@ def _collect(args) -> None:
     if not args.source:
         raise PagedKVError("collect needs the folder or zip of notebooks: python -m pagedkv_lib.course collect DOWNLOADS")
     releases = _releases(args.course_dir)
-    found = canvas.collect(args.source, args.course_dir, releases, args.assignment, args.roster)
+    limits = SubmissionLimits(config=course_config(Path(args.course_dir)))
+    found = lms_canvas.collect_canvas_zip(args.source, args.course_dir, releases, args.assignment, args.roster, limits)
     print(f"placed {len(found.placed)} notebooks in submitted/")
-    for name, why in {**found.unplaced, **found.unreadable}.items():
+    for name, why in {**found.unplaced, **found.unreadable, **found.malformed, **found.failed}.items():
         print(f"NOT PLACED {name}: {why}", file=sys.stderr)
     for key, notes in found.problems.items():
         print(f"WARNING {key}: {'; '.join(notes)}", file=sys.stderr)
@@ -61,13 +65,14 @@ def _keys(args) -> None:
     if not args.roster:
         raise PagedKVError("keys needs the class: python -m pagedkv_lib.course keys --roster=ROSTER.csv "
                            "(Canvas's gradebook export, a hub roster id,role,name, or one student id per line)")
-    if canvas.is_gradebook_export(args.roster):
-        students = [s for s in dict.fromkeys(canvas.student_of(r) for r in canvas.read_roster(args.roster).students) if s]
+    if lms_canvas.is_gradebook_export(args.roster):
+        roster = lms_canvas.read_roster(args.roster).students
+        students = [s for s in dict.fromkeys(lms_canvas.student_of(r) for r in roster) if s]
     else:
-        students = keys.roster_students(args.roster)
-    path = keys.write_keys(args.course_dir, students)
+        students = variant_keys.roster_students(args.roster)
+    path = variant_keys.write_keys(args.course_dir, students)
     print(f"{len(students)} variant keys written to {path} (give each learner their own); the course secret they "
-          f"come from is {keys.SECRET_FILE}: keep it private and backed up")
+          f"come from is {variant_keys.SECRET_FILE}: keep it private and backed up")
 
 
 def main(argv=None) -> int:
@@ -86,10 +91,10 @@ def main(argv=None) -> int:
         elif args.command == "feedback":
             print(f"{len(feedback(args.course_dir))} feedback pages written to feedback/")
         elif args.command == "export":
-            roster = canvas.read_roster(args.roster) if args.format == "canvas" else None  # checked first
-            print("grades written to", export(args.course_dir))
+            roster = lms_canvas.read_roster(args.roster) if args.format == "canvas" else None  # checked first
+            print("grades written to", export_grades(args.course_dir))
             if roster:
-                for warning in canvas.export(args.course_dir, roster).warnings():
+                for warning in export_canvas_grades(args.course_dir, roster).warnings():
                     print("WARNING", warning, file=sys.stderr)
                 print("Canvas gradebook import written to grades-canvas.csv")
         else:

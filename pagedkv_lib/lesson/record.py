@@ -17,7 +17,7 @@ import uuid
 import weakref
 from datetime import datetime, timezone
 
-from ..course.learner.record import PREDICTION_KINDS as KINDS, PREDICTION_MIME as MIME  # noqa: F401 (saved.MIME)
+from ..course.protocol import PREDICTION_KINDS as KINDS, PREDICTION_MIME as MIME  # noqa: F401 (saved.MIME)
 from .views import in_kernel
 
 RECORD: list[dict] = []

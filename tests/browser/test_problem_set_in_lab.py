@@ -89,7 +89,7 @@ def test_the_instructor_formgrader_lists_the_assignments(instructor, page):
 
 @pytest.mark.parametrize("path", [p for p in PSETS if "ps2_math" in p], ids=lambda p: p.split("/")[1])
 def test_the_set_up_cell_prints_practice_numbers_and_then_the_pasted_keys_own(lab, page, path):
-    from pagedkv_lib.course.instructor.keys import learner_key
+    from pagedkv_lib.course.instructor.intake.variant_keys import learner_key
     from pagedkv_lib.course.learner.variants import for_set
     key = learner_key(b"a browser test's course secret", "ada")
     notebook = open_notebook(page, lab, path)

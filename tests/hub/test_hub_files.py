@@ -143,7 +143,7 @@ def test_each_learners_server_gets_their_own_variant_key_from_the_course_secret(
     import runpy
     from types import SimpleNamespace
     from traitlets.config import Config
-    from pagedkv_lib.course.instructor.keys import key_for, write_keys
+    from pagedkv_lib.course.instructor.intake.variant_keys import key_for, write_keys
     course = tmp_path / "course"
     course.mkdir()
     monkeypatch.setenv("PAGEDKV_ROSTER", str(HUB / "roster.csv"))

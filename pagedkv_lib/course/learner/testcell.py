@@ -11,9 +11,8 @@ A test cell reads::
 
 Every call through ``_t.yours``, every ``_t.value`` and ``_t.run`` adds one entry to the test's
 record. Leaving the ``with`` block, however it is left, shows the record once, as an output of type
-:data:`RECORD_MIME`: ``{"grade_id": ..., "entries": [[kind, label, inputs digest, outcome], ...]}``
-with the outcome ``{"ok": value}`` or ``{"raised": "CheckFailed" | "NotWritten", "message": ...}``
-(values encoded by ``record.py``). Nothing here decides a score. The grader runs the same cell in its own
+``RECORD_MIME``: the record's format, its entries and their labels are the contract in
+``course/protocol.py`` (values encoded by ``course/plain_values.py``). Nothing here decides a score. The grader runs the same cell in its own
 process, with the record standing in for your code, and with checks your kernel never receives
 (``instructor/judge.py``); so the checks you see here are for you, before handing in.
 """
@@ -24,12 +23,9 @@ import sys
 from typing import Any
 
 from . import checks as _checks_module
-from .record import RECORD_MAX_BYTES, decode, digest, encode
-
-#: The mime type of a test's record of results, read by the grader outside the kernel.
-RECORD_MIME = "application/vnd.pagedkv.result+json"
-#: The mime type of the marker a test cell shows when every visible check in it passed.
-PASS_MIME = "application/vnd.pagedkv.test-passed+json"
+from ..plain_values import decode, digest, encode
+from ..protocol import (CHECK_FAILED, INSTANCE_TAG, NOT_WRITTEN, PASS_MIME, RECORD_MAX_BYTES, RECORD_MIME, Entry,
+                        EntryKind, Record, attr_label, instance_label, item_label, ok, raised, too_big)
 
 
 class Recorder:
@@ -39,11 +35,11 @@ class Recorder:
 
     def __init__(self, grade_id: str, namespace: dict):
         self.grade_id, self._namespace = grade_id, namespace
-        self.entries: list = []
+        self.entries: list[Entry] = []
         self._instances = 0
 
     def _add(self, kind: str, label: str, inputs: Any, outcome: dict) -> None:
-        self.entries.append([kind, label, digest(inputs), outcome])
+        self.entries.append(Entry(kind, label, digest(inputs), outcome))
 
     def _guarded(self, kind: str, label: str, inputs: Any, fn, *args, **kwargs):
         """Run ``fn`` and record its result or its one-line failure; return the result or raise that failure."""
@@ -51,8 +47,8 @@ class Recorder:
         try:
             result = fn(*args, **kwargs)
         except _checks_module.CheckFailed as failed:
-            self._add(kind, label, inputs, {"raised": type(failed).__name__ if isinstance(failed, _checks_module.NotWritten)
-                                            else "CheckFailed", "message": str(failed)[:500]})
+            what = NOT_WRITTEN if isinstance(failed, _checks_module.NotWritten) else CHECK_FAILED
+            self._add(kind, label, inputs, raised(what, failed))
             raise
         return result
 
@@ -60,18 +56,18 @@ class Recorder:
         """Your function or class ``name`` (from the notebook), each call's result recorded."""
         __tracebackhide__ = True
         namespace = self._namespace
-        guarded = self._guarded("yours", name, None, _checks_module.yours_in, namespace, name)
-        self._add("yours", name, None, {"ok": None})
+        guarded = self._guarded(EntryKind.YOURS, name, None, _checks_module.yours_in, namespace, name)
+        self._add(EntryKind.YOURS, name, None, ok(None))
         return _Recorded(self, guarded, name)
 
     def value(self, name: str) -> Any:
         """The plain value of your variable ``name`` (None if it is not set), recorded."""
-        return self._kept("value", name, None, self._namespace.get(name))
+        return self._kept(EntryKind.VALUE, name, None, self._namespace.get(name))
 
     def _kept(self, kind: str, label: str, inputs: Any, value: Any) -> Any:
         """Record ``value`` as data; return what the grader will read back (so both sides see the same)."""
         data = encode(value)
-        self._add(kind, label, inputs, {"ok": data})
+        self._add(kind, label, inputs, ok(data))
         return decode(data)
 
     def run(self, label: str, fn, *args: Any) -> Any:
@@ -80,13 +76,13 @@ class Recorder:
         try:
             result = fn(*args)
         except _checks_module.CheckFailed as failed:
-            self._add("run", label, args, {"raised": "CheckFailed", "message": str(failed)[:500]})
+            self._add(EntryKind.RUN, label, args, raised(CHECK_FAILED, failed))
             raise
         except Exception as exc:  # a learner's kernel that cannot run: one line, as from yours
             message = f"{label} raised {_checks_module.describe(exc)}"
-            self._add("run", label, args, {"raised": "CheckFailed", "message": message[:500]})
+            self._add(EntryKind.RUN, label, args, raised(CHECK_FAILED, message))
             raise _checks_module.CheckFailed(message) from None
-        return self._kept("run", label, args, result)
+        return self._kept(EntryKind.RUN, label, args, result)
 
     def reference(self, module: str, name: str) -> Any:
         """The library's ``module.name`` for your visible checks, or None where it is hidden (while grading)."""
@@ -99,9 +95,9 @@ class Recorder:
     def __exit__(self, kind, exc, tb) -> bool:
         from IPython.display import display
         import json
-        record = {"grade_id": self.grade_id, "entries": self.entries}
+        record = Record(self.grade_id, self.entries).to_wire()
         if len(json.dumps(record)) > RECORD_MAX_BYTES:
-            record = {"grade_id": self.grade_id, "entries": [], "too_big": True}
+            record = too_big(self.grade_id)
         display({RECORD_MIME: record, "text/plain": f"{self.grade_id}: {len(self.entries)} results recorded for the grader"},
                 raw=True)
         if kind is None:
@@ -121,16 +117,16 @@ class _Recorded:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         rec, label = self._rec, self._label
-        result = rec._guarded("call", label, [args, kwargs], self._target, *args, **kwargs)
+        result = rec._guarded(EntryKind.CALL, label, [args, kwargs], self._target, *args, **kwargs)
         if isinstance(result, _checks_module.GuardedInstance):
             rec._instances += 1
             instance = rec._instances
-            rec._add("call", label, [args, kwargs], {"ok": {"__instance__": instance}})
-            return _RecordedInstance(rec, result, f"{label}#{instance}")
-        return rec._kept("call", label, [args, kwargs], result)
+            rec._add(EntryKind.CALL, label, [args, kwargs], ok({INSTANCE_TAG: instance}))
+            return _RecordedInstance(rec, result, instance_label(label, instance))
+        return rec._kept(EntryKind.CALL, label, [args, kwargs], result)
 
     def __getitem__(self, key: Any) -> "_Recorded":
-        return _Recorded(self._rec, self._target[key], f"{self._label}[{key!r}]")
+        return _Recorded(self._rec, self._target[key], item_label(self._label, key))
 
 
 class _RecordedInstance:
@@ -143,11 +139,11 @@ class _RecordedInstance:
 
     def __getattr__(self, attr: str) -> Any:
         __tracebackhide__ = True
-        rec, label = self._rec, f"{self._label}.{attr}"
-        value = rec._guarded("attr", label, None, getattr, self._target, attr)
+        rec, label = self._rec, attr_label(self._label, attr)
+        value = rec._guarded(EntryKind.ATTR, label, None, getattr, self._target, attr)
         if isinstance(value, _checks_module.Guarded):
             return _Recorded(rec, value, label)
-        return rec._kept("attr", label, None, value)
+        return rec._kept(EntryKind.ATTR, label, None, value)
 
 
 def begin(grade_id: str) -> Recorder:

@@ -1,4 +1,4 @@
-"""What the instructor reads after grading: ``grades.csv`` with each status, and a class report.
+"""What the instructor reads after grading: a class report.
 
 The report (``report/report.md`` with ``scores.png`` and ``pass_rates.png``) shows the score histogram,
 each question's pass rate, the misconception messages the class hit most per question (counted from
@@ -11,38 +11,15 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .feedback_html import question_titles
-from .flags import similar_answers
-from .grade import SOURCE, SUBMITTED, nbgrader
-from .nbclean import cell_grade_id, is_test
+from ..course_layout import SOURCE, SUBMITTED
+from ..intake.notebook_cleaning import cell_grade_id, is_test
+from .grades_export import read_statuses
+from .learner_feedback import question_titles
 from .prediction_report import prediction_section, write_html
+from .similar_answers import similar_answers
 
-STATUS_CSV = "status.csv"
-#: Status words that flag an attempt on the grader (see classrun.prepare and nbhooks).
+#: Status words that flag an attempt on the grader (see intake/prepare_submission.py and grading/).
 FLAG_WORDS = ("tampered", "reaches outside", "library implementation", "forged record")
-
-
-def export(course_dir=".", to: str = "grades.csv") -> Path:
-    """nbgrader's CSV export of the gradebook, with a ``status`` column from ``status.csv`` where known."""
-    root = Path(course_dir)
-    nbgrader("export", f"--to={to}", course_dir=root)
-    path, status = root / to, _statuses(root)
-    rows = list(csv.DictReader(path.open(encoding="utf-8")))
-    if rows:
-        for row in rows:
-            row["status"] = status.get((row["student_id"], row["assignment"]), {}).get("status", "not submitted")
-        with path.open("w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-    return path
-
-
-def _statuses(root: Path) -> dict:
-    path = root / STATUS_CSV
-    if not path.exists():
-        return {}
-    return {(r["student_id"], r["assignment"]): r for r in csv.DictReader(path.open(encoding="utf-8"))}
 
 
 def _message(evalue: str) -> str:
@@ -116,7 +93,7 @@ def report(course_dir=".", grades_csv: str = "grades.csv", out: str = "report", 
               "who copied from whom, if anyone, is for you to judge.", ""]
     lines += ["| assignment | student | student | identical answers |", "|---|---|---|---|"] + [
         f"| {a} | {s1} | {s2} | {', '.join(shared)} |" for a, s1, s2, shared in pairs] if pairs else ["None."]
-    statuses = _statuses(root)
+    statuses = read_statuses(root)
     flagged = [(k, r) for k, r in sorted(statuses.items()) if any(w in r["status"] for w in FLAG_WORDS)]
     lines += ["", "## Flags", "", "Attempts on the grader: each names what the student's answer cells reached for, "
               "forged or doubled records, and calls to the library's own implementation of a graded function.", ""]

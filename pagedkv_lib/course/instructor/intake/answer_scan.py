@@ -35,7 +35,7 @@ def grader_names_used(source: str) -> list[str]:
     """
     try:
         tree = ast.parse(source)
-    except SyntaxError:  # IPython magics or broken code: fall back to words in the text
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # magics, broken or too deep: words in the text
         return sorted(set(_TEXT.findall(source)) & (GRADER_NAMES - {"AssertionError"}))
     found = set()
     for node in ast.walk(tree):
@@ -94,7 +94,7 @@ def reaches(source: str) -> list[str]:
     its notebook's folder."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # broken, or too deep to parse
         return []
     found: dict[str, set] = {}
     aliases = {}
@@ -128,7 +128,7 @@ def library_calls(source: str, graded: list[str]) -> list[str]:
     wanted = {g.replace(":", ".") for g in graded}
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # broken, or too deep to parse
         return sorted(w for w in wanted if w.rsplit(".", 1)[1] in source and "pagedkv_lib" in source)
     aliases, found = {}, set()
     for node in ast.walk(tree):

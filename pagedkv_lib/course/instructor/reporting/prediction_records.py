@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..learner.record import PREDICTION_KINDS as KINDS, PREDICTION_MIME as MIME
+from ...protocol import PREDICTION_KINDS as KINDS, PREDICTION_MIME as MIME
+from ..intake.notebook_cleaning import parse_notebook
 
 MAX_TEXT = 200            # characters kept of any learner-written string
 MAX_RECORDS = 1000        # prediction outputs read per notebook; more are counted as malformed
@@ -121,8 +122,8 @@ def read_predictions(submitted_dir) -> tuple[list[Prediction], Counter]:
         try:
             if path.stat().st_size > MAX_NOTEBOOK_BYTES:
                 raise ValueError
-            nb = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-        except (ValueError, RecursionError):
+            nb = parse_notebook(path.read_text(encoding="utf-8", errors="replace"), path.name)
+        except (ValueError, RecursionError):  # Unreadable and Malformed (submission_bounds.py) are ValueErrors
             bad["unreadable notebook"] += 1
             continue
         seen, gates = 0, set()

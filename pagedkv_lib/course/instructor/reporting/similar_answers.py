@@ -9,13 +9,15 @@ since the student copied from may have done nothing.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
 
-from .nbclean import cell_text
+from ..intake.notebook_cleaning import cell_text, parse_notebook
+from ..intake.submission_bounds import Malformed, SubmissionLimits, parse_answer
+
+LIMITS = SubmissionLimits()  # the default bounds: a notebook outside the class's own was not graded
 
 _SOLUTION = re.compile(r"[ \t]*### (BEGIN|END) SOLUTION\n?")
 MIN_NODES = 25  # syntax-tree nodes an answer needs before its sameness means anything
@@ -23,11 +25,13 @@ MIN_SHARED = 2  # identical long answers a pair must share to be listed
 
 
 def _shape(source: str) -> str | None:
+    """The answer's syntax tree as text, if it is long enough to compare (``ast.dump`` recurses, so a
+    tree outside the submission bounds is left out)."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        tree = parse_answer(source, LIMITS)
+    except Malformed:
         return None
-    return ast.dump(tree) if sum(1 for _ in ast.walk(tree)) >= MIN_NODES else None
+    return ast.dump(tree) if tree is not None and sum(1 for _ in ast.walk(tree)) >= MIN_NODES else None
 
 
 def _answers(nb: dict) -> dict[str, str]:
@@ -51,8 +55,8 @@ def similar_answers(submitted: Path, releases: dict, sources: dict) -> list[tupl
     for path in sorted(Path(submitted).glob("*/*/*.ipynb")):
         student, assignment = path.parent.parent.name, path.parent.name
         try:
-            nb = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, OSError):
+            nb = parse_notebook(path.read_text(encoding="utf-8", errors="replace"), path.name, LIMITS)
+        except (ValueError, OSError):  # Unreadable and Malformed are ValueErrors
             continue
         for gid, source in _answers(nb).items():
             shape = _shape(source)

@@ -13,7 +13,9 @@ from pathlib import Path
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
-from ..learner.testcell import PASS_MIME
+from ...protocol import PASS_MIME
+from ..course_layout import cached_releases, nbgrader
+from ..intake.collect_notebooks import release_notebooks
 
 _WRAP_CSS = ("<style>pre, .output_text pre, .output_error pre { white-space: pre-wrap; "
              "overflow-wrap: anywhere; }</style>")
@@ -95,3 +97,12 @@ def polish_all(feedback_dir: Path, releases: dict) -> list[Path]:
         titles = question_titles(release) if release else {}
         page.write_text(polish(page.read_text(encoding="utf-8"), titles), encoding="utf-8")
     return pages
+
+
+def feedback(course_dir=".") -> list[Path]:
+    """Write HTML feedback for every autograded submission into ``feedback/``; return the pages."""
+    root = Path(course_dir)
+    names = sorted({p.parent.name for p in (root / "autograded").glob("*/*/*.ipynb")})
+    for name in names:
+        nbgrader("generate_feedback", name, "--force", course_dir=root)
+    return polish_all(root / "feedback", release_notebooks(cached_releases(root, names)))

@@ -3,7 +3,8 @@
 Accepted names, from a folder or a zip: ``<student>.ipynb`` (when there is one assignment, or one is
 given), ``<student>_<assignment>.ipynb`` or ``<assignment>_<student>.ipynb``, and any notebook inside a
 student folder (``alice/ps2_math (1).ipynb``, ``alice/Copy of ps2_math.ipynb``). Each notebook is cleaned
-on the way in (see ``nbclean.py``); whatever cannot be placed or read is listed, by file and reason.
+on the way in (see ``notebook_cleaning.py``), within the bounds of ``submission_bounds.py``; whatever
+cannot be placed or read is listed, by file and reason, and nothing in one file stops the others.
 """
 from __future__ import annotations
 
@@ -14,23 +15,29 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .grade import SUBMITTED
-from .keys import key_problem, student_id
-from .nbclean import Unreadable, missing_note, normalise, parse
+from ..course_layout import COLLECT_LOG, SUBMITTED
+from .notebook_cleaning import missing_note, normalise, parse_notebook
+from .submission_bounds import Malformed, SubmissionLimits, Unreadable
+from .variant_keys import key_problem, student_id
 
-#: collect's findings, read by autograde so unreadable files still get a row and a reason
-COLLECT_LOG = "collect.json"
 _COPY = re.compile(r"^(copy of\s+)+|(\s*\(\d+\)|\s*-\s*copy)+$", re.IGNORECASE)
 
 
 @dataclass
 class Collected:
-    """What collect did: files placed, files it could not place (with why), and unreadable notebooks."""
+    """What collect did: files placed, files it could not place (with why), and notebooks it could not take
+    (unreadable, malformed: outside the bounds, or failed: the grader's own error on it; each graded 0)."""
 
     placed: dict = field(default_factory=dict)      # "student/assignment" -> source file
     unplaced: dict = field(default_factory=dict)    # source file -> reason
     unreadable: dict = field(default_factory=dict)  # "student/assignment" -> reason (graded 0)
+    malformed: dict = field(default_factory=dict)   # "student/assignment" -> reason (graded 0)
+    failed: dict = field(default_factory=dict)      # "student/assignment" -> the grader's error (graded 0)
     problems: dict = field(default_factory=dict)    # "student/assignment" -> [messages]
+
+    def taken(self) -> set[str]:
+        """Every ``student/assignment`` collect has a notebook or a verdict for."""
+        return {*self.placed, *self.unreadable, *self.malformed, *self.failed}
 
 
 def _stem(name: str) -> str:
@@ -53,10 +60,14 @@ def place(rel: Path, assignments: list[str], default: str | None) -> tuple[str, 
     return student, assignment
 
 
-def _files(source: Path, scratch: Path) -> tuple[Path, list[Path]]:
+def _files(source: Path, scratch: Path, max_bytes: int, found: Collected) -> tuple[Path, list[Path]]:
     if source.is_file() and zipfile.is_zipfile(source):
         with zipfile.ZipFile(source) as z:
-            z.extractall(scratch)
+            for member in z.infolist():
+                if member.file_size > max_bytes:  # said, never unpacked
+                    found.unplaced[member.filename] = f"{member.file_size:,} bytes unpacked; at most {max_bytes:,}"
+                else:
+                    z.extract(member, scratch)
         source = scratch
     if not source.is_dir():
         raise FileNotFoundError(f"collect: {source} is neither a folder nor a zip file")
@@ -66,19 +77,19 @@ def _files(source: Path, scratch: Path) -> tuple[Path, list[Path]]:
     return source, files
 
 
-def collect(source, course_dir=".", releases: dict | None = None, default: str | None = None,
-            where=place) -> Collected:
+def collect_notebooks(source, course_dir=".", releases: dict | None = None, default: str | None = None,
+                      where=place, limits: SubmissionLimits | None = None) -> Collected:
     """Place and clean every notebook under ``source`` (a folder or a zip) into ``submitted/``.
 
     ``releases`` maps each assignment name to its released notebook (a JSON dict); with one assignment
     it is the default for bare ``<student>.ipynb`` names. ``where`` places a file as :func:`place` does
-    (``canvas.collect`` passes Canvas's). Writes ``collect.json`` beside ``submitted/``.
+    (``lms_canvas.collect_canvas_zip`` passes Canvas's). Writes ``collect.json`` beside ``submitted/``.
     """
-    root, found = Path(course_dir), Collected()
+    root, found, limits = Path(course_dir), Collected(), limits or SubmissionLimits()
     names = sorted(releases)
     default = default or (names[0] if len(names) == 1 else None)
     with tempfile.TemporaryDirectory() as scratch:
-        base, files = _files(Path(source), Path(scratch))
+        base, files = _files(Path(source), Path(scratch), limits.file_bytes, found)
         for path in files:
             rel = path.relative_to(base)
             if path.suffix != ".ipynb":
@@ -90,21 +101,30 @@ def collect(source, course_dir=".", releases: dict | None = None, default: str |
                 found.unplaced[str(rel)] = str(err)
                 continue
             key = f"{student}/{assignment}"
-            if key in found.placed or key in found.unreadable:
+            if key in found.taken():
                 found.unplaced[str(rel)] = f"a second notebook for {key}; kept the first"
                 continue
-            _store(root, path, rel, student, assignment, releases[assignment], found)
+            try:
+                _store(root, path, rel, student, assignment, releases[assignment], found, limits)
+            except Exception as err:  # noqa: BLE001 (the grader's own failure on this file: its verdict, not the class's)
+                found.failed[key] = f"{rel}: the grader failed on it ({type(err).__name__}: {str(err)[:200]})"
     (root / COLLECT_LOG).write_text(json.dumps(asdict(found), indent=1), encoding="utf-8")
     return found
 
 
 def _store(root: Path, path: Path, rel: Path, student: str, assignment: str, release: dict,
-           found: Collected) -> None:
+           found: Collected, limits: SubmissionLimits) -> None:
     key = f"{student}/{assignment}"
     try:
-        norm = normalise(path.read_text(encoding="utf-8", errors="replace"), release, str(rel))
+        size = path.stat().st_size
+        if size > limits.file_bytes:
+            raise Malformed(f"{rel}: the file is {size:,} bytes; at most {limits.file_bytes:,} are accepted")
+        norm = normalise(path.read_bytes().decode("utf-8", errors="replace"), release, str(rel), limits)
     except Unreadable as err:
         found.unreadable[key] = str(err)
+        return
+    except Malformed as err:
+        found.malformed[key] = str(err)
         return
     dst = root / SUBMITTED / student / assignment / f"{assignment}.ipynb"
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -125,5 +145,5 @@ def release_notebooks(release_dir: Path) -> dict:
     out = {}
     for nb in sorted(Path(release_dir).glob("*/*.ipynb")):
         if nb.stem == nb.parent.name:
-            out[nb.parent.name] = parse(nb.read_text(encoding="utf-8"), str(nb))
+            out[nb.parent.name] = parse_notebook(nb.read_text(encoding="utf-8"), str(nb))
     return out

@@ -1,8 +1,7 @@
 """Copy detection: a failed answer that is right for another learner's numbers, said to the instructor.
 
-While grading, the judge keeps each test's record of results and verdict in
-``grading-cache/records/<assignment>/<student>.json`` (:func:`save`: plain data, instructor-side,
-never in a sandbox or a feedback page). After the class is graded, each test a student failed whose
+While grading, the judge keeps each test's record of results and verdict in the job's folder
+(``grading/judged_records.py``: plain data, instructor-side, never in a sandbox or a feedback page). After the class is graded, each test a student failed whose
 record holds values (``_t.value``: numbers the learner set) is judged again on other numbers: the
 practice numbers, and the numbers of each classmate who handed in the same values for that test and
 passed it (the same values failing for both say nothing, and are not judged again). A
@@ -16,14 +15,10 @@ written as code (code that reads ``V`` computes each learner's own numbers: that
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from ...plain_values import digest
+from ...protocol import RECORD_MIME, Entry, EntryKind
+from ..grading.judge import Missing, RecordedAnswers, judge_notebook
 
-from ..learner.record import digest
-from .grade import CACHE_DIR
-from .judge import RECORD_MIME, Missing, Replay, judge_notebook
-
-RECORDS = "records"
 MIN_MATCHES = 2
 """Failed answers that must pass on the same other numbers before a student is flagged. One is not
 enough: a common slip often lands on some classmate's right answer when answers span a small range
@@ -31,42 +26,15 @@ enough: a common slip often lands on some classmate's right answer when answers 
 match flags 194 of 200 students, two matches from one classmate 3 of 200 (1 of 100 in a class of 100)."""
 
 
-def save(root: Path, assignment: str, student: str, tests: dict) -> None:
-    """Keep ``{test grade_id: {"record": ..., "passed": bool}}`` for one student's graded notebook."""
-    folder = Path(root) / CACHE_DIR / RECORDS / assignment
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{student}.json").write_text(json.dumps(tests), encoding="utf-8")
-
-
-def load(root: Path, assignment: str) -> dict[str, dict]:
-    """``{student: tests}`` saved for ``assignment`` in this run."""
-    folder = Path(root) / CACHE_DIR / RECORDS / assignment
-    out = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            tests = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):  # a damaged file: that student is not compared
-            continue
-        if isinstance(tests, dict) and all(isinstance(t, dict) for t in tests.values()):
-            out[path.stem] = tests
-    return out
-
-
-def clear(root: Path) -> None:
-    """Forget the records of an earlier run (a student graded then may not be graded now)."""
-    folder = Path(root) / CACHE_DIR / RECORDS
-    for path in folder.glob("*/*.json") if folder.is_dir() else []:
-        path.unlink()
-
-
-class _OnOtherNumbers(Replay):
+class _OnOtherNumbers(RecordedAnswers):
     """The judge's stand-in when a record is judged on numbers it was not made for: a call of the
     learner's code recorded on other inputs is skipped, as if it had raised (a follow-through of an
     earlier slip then falls back to the right formula), and the record need not be used up."""
 
     def take(self, kind: str, label: str, inputs):
         entry = self._peek()
-        if entry is not None and kind in ("call", "run") and entry[:2] == [kind, label] and entry[2] != digest(inputs):
+        if (entry is not None and kind in EntryKind.WITH_INPUTS and (entry.kind, entry.label) == (kind, label)
+                and entry.inputs != digest(inputs)):
             self.pos += 1
             raise Missing(f"{label} was recorded on other inputs")
         return super().take(kind, label, inputs)
@@ -80,7 +48,7 @@ def _values(record) -> list | None:
     entries = record.get("entries") if isinstance(record, dict) else None
     if not isinstance(entries, list):
         return None
-    found = [e[3] for e in entries if isinstance(e, list) and len(e) == 4 and e[0] == "value"]
+    found = [e.outcome for e in map(Entry.from_wire, entries) if e is not None and e.kind == EntryKind.VALUE]
     return found or None
 
 
@@ -97,27 +65,39 @@ def passes_on(trusted: dict, gid: str, record: dict, key: str) -> bool:
     return verdicts[gid].passed
 
 
-def find(trusted: dict, saved: dict[str, dict], keys: dict[str, str]) -> dict[str, list[str]]:
+def find(trusted: dict, saved: dict[str, dict], keys: dict[str, str],
+         failed: dict[str, str] | None = None) -> dict[str, list[str]]:
     """``{student: ["<test>: matches the numbers of <other>", ...]}`` for the class's ``saved`` records.
 
     ``trusted`` is the assignment's instructor cells (``judge.trusted_from_gradebook``); ``keys`` each
-    student's variant key ("" or missing: the practice numbers).
+    student's variant key ("" or missing: the practice numbers). A student whose records cannot be
+    compared (any error while judging them again) is left out, with the reason in ``failed``.
     """
     flags: dict[str, list[str]] = {}
     for student, tests in saved.items():
-        own, matched = keys.get(student, ""), {}  # label -> the tests that pass on those numbers
-        for gid, test in tests.items():
-            mine = _values(test.get("record"))
-            if test.get("passed") or mine is None or gid not in trusted:
-                continue
-            others = [(f"the numbers of {o}", keys.get(o, "")) for o, theirs in sorted(saved.items())
-                      if o != student and theirs.get(gid, {}).get("passed")
-                      and _values(theirs.get(gid, {}).get("record")) == mine]
-            for label, key in [("the practice numbers", ""), *others]:
-                if key != own and passes_on(trusted, gid, test["record"], key):
-                    matched.setdefault(label, []).append(gid)
-        for label, gids in matched.items():
-            if len(gids) >= MIN_MATCHES:
-                flags.setdefault(student, []).extend(
-                    f"{gid}: the answer matches {label}, not this student's own" for gid in gids)
+        try:
+            _compare(student, tests, trusted, saved, keys, flags)
+        except Exception as err:  # noqa: BLE001 (one student's records never stop the others')
+            flags.pop(student, None)
+            if failed is not None:
+                failed[student] = f"{type(err).__name__}: {str(err)[:200]}"
     return flags
+
+
+def _compare(student: str, tests: dict, trusted: dict, saved: dict, keys: dict, flags: dict) -> None:
+    """Add ``student``'s flags to ``flags`` (see :func:`find`)."""
+    own, matched = keys.get(student, ""), {}  # label -> the tests that pass on those numbers
+    for gid, test in tests.items():
+        mine = _values(test.get("record"))
+        if test.get("passed") or mine is None or gid not in trusted:
+            continue
+        others = [(f"the numbers of {o}", keys.get(o, "")) for o, theirs in sorted(saved.items())
+                  if o != student and theirs.get(gid, {}).get("passed")
+                  and _values(theirs.get(gid, {}).get("record")) == mine]
+        for label, key in [("the practice numbers", ""), *others]:
+            if key != own and passes_on(trusted, gid, test["record"], key):
+                matched.setdefault(label, []).append(gid)
+    for label, gids in matched.items():
+        if len(gids) >= MIN_MATCHES:
+            flags.setdefault(student, []).extend(
+                f"{gid}: the answer matches {label}, not this student's own" for gid in gids)

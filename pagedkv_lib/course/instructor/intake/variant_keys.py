@@ -16,8 +16,8 @@ import re
 import secrets
 from pathlib import Path
 
-from ...errors import PagedKVError
-from ..learner.variants import KEY_PATTERN
+from ....errors import PagedKVError
+from ...learner.variants import KEY_PATTERN
 
 SECRET_FILE = "course-secret.txt"
 KEYS_FILE = "keys.csv"  # student,key: what the instructor hands out (one key per learner)

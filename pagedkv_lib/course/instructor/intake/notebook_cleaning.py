@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from dataclasses import dataclass, field
+
+from .submission_bounds import Malformed, SubmissionLimits, Unreadable, parse_bounded  # noqa: F401 (Unreadable, Malformed: raised here)
 
 #: Metadata keys holding a learner's identity or Colab bookkeeping; removed at any depth of metadata.
 PERSONAL_KEYS = frozenset({"executionInfo", "authorship_tag", "user", "userId", "displayName", "photoUrl",
                            "user_tz", "colab", "outputId", "provenance"})
-
-
-class Unreadable(ValueError):
-    """The file is not a notebook nbgrader could read; the message says why, for the instructor."""
 
 
 @dataclass
@@ -41,16 +40,10 @@ def missing_note(grade_ids: list[str]) -> str:
             "a missing answer scores 0)")
 
 
-def parse(text: str, where: str) -> dict:
-    """The notebook JSON in ``text``; raise :class:`Unreadable` naming ``where`` and the reason."""
-    try:
-        nb = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise Unreadable(f"{where}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}); "
-                         "the file may be truncated") from None
-    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list) or nb.get("nbformat") != 4:
-        raise Unreadable(f"{where}: JSON but not an nbformat-4 notebook (no 'cells' list or nbformat != 4)")
-    return nb
+def parse_notebook(text: str, where: str, limits: SubmissionLimits | None = None) -> dict:
+    """The notebook JSON in ``text``, within ``limits`` (``submission_bounds.py``); raise :class:`Unreadable`
+    or :class:`Malformed` naming ``where`` and the reason."""
+    return parse_bounded(text, limits or SubmissionLimits(), where)
 
 
 def _strip(meta):
@@ -134,6 +127,24 @@ def reattach(nb: dict, release: dict) -> Normalised:
     return result
 
 
-def normalise(text: str, release: dict, where: str) -> Normalised:
-    """Parse, clean and re-attach metadata; raise :class:`Unreadable` for a file that is not a notebook."""
-    return reattach(clean(parse(text, where)), clean(release))
+def normalise(text: str, release: dict, where: str, limits: SubmissionLimits | None = None) -> Normalised:
+    """Parse within ``limits``, clean and re-attach metadata; raise :class:`Unreadable` for a file that is not
+    a notebook, :class:`Malformed` for one outside the bounds."""
+    return reattach(clean(parse_notebook(text, where, limits)), clean(release))
+
+
+def graded_cell_ids(notebook) -> list[str]:
+    """The ``grade_id`` of every graded or solution cell in the notebook file ``notebook``, in order."""
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    ids = []
+    for cell in nb.get("cells", []):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") or meta.get("solution"):
+            ids.append(meta.get("grade_id"))
+    return ids
+
+
+def missing_graded_cells(submission, release) -> list[str]:
+    """Grade ids present in the released notebook but absent from a submission (both notebook files)."""
+    have = set(graded_cell_ids(submission))
+    return [g for g in graded_cell_ids(release) if g not in have]

@@ -14,8 +14,8 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .nbclean import cell_grade_id, is_test
-from .predictions import ID, Prediction, declared_gates, read_predictions, shown
+from ..intake.notebook_cleaning import cell_grade_id, is_test
+from .prediction_records import ID, Prediction, declared_gates, read_predictions, shown
 
 #: What could make learner text a link, image, tag, entity, emphasis, code, maths or table cell in Markdown
 #: (``:`` and ``@`` stop autolinks); CommonMark shows any of them literally after a backslash.

@@ -2,15 +2,20 @@
 
 What the kernel sees (``bwrap_argv``): the system (``/usr``, ``/etc``), the Python installation and
 the venv, all read-only; a copy of this library in which the functions the problem set asks the
-learner to write are removed (``hidden_library``), read-only; its own scratch folder (home and working
-folder) and a private ``/tmp``. Nothing else: no course root, ``solutions/``, gradebook, other
+learner to write are removed (``hidden_library``), read-only; its own scratch folder (home, working
+folder, its sockets' folder and ``/tmp``), which is all it may write. Where the grader is root, that
+folder is a tmpfs of ``KernelLimits.disk_bytes`` (:func:`new_scratch`), whose pages count against the
+kernel's memory cgroup: a write past it fails with ENOSPC inside the sandbox, the status says ``disk
+limit``, and the grader's own disk is never touched (elsewhere only ``/tmp`` is bounded, by bwrap's
+``--size``). Nothing else: no course root, ``solutions/``, gradebook, other
 submissions, grading cache, or other kernels' connection files. No network (its own empty network
 namespace); the kernel's channels are IPC sockets in its scratch folder. Its own PID namespace, so
 every process it starts dies with it (``--die-with-parent``), and limits on memory, CPU time,
 processes and file size (``prlimit``), and on all its processes' memory together (a cgroup,
-``cgroup.py``, where the machine lets the grader make one). It runs under a uid of its own (:data:`KERNEL_UIDS`) in the
+``memory_cgroup.py``, where the machine lets the grader make one); the limits are ``KernelLimits``
+settings (``grading_limits.py``). It runs under a uid of its own (:data:`KERNEL_UIDS`) in the
 group of the system user :data:`USER` (created on first use when the grader is root). ``strace``
-watches it from outside and reports what the sandbox denied it (``denials.py``).
+watches it from outside and reports what the sandbox denied it (``sandbox_denials.py``).
 
 Where bubblewrap is missing, :func:`check_available` raises with what to install; ``autograde`` then
 refuses to run untrusted submissions unless told ``--trust-submissions``.
@@ -31,21 +36,18 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Float, Unicode
 
-from ...errors import PagedKVError
-from ..learner.variants import KEY_ENV, KEY_FILE_ENV
-from .cgroup import join_prefix, memory_group
-from .denials import MAX_SHOWN, denied, tracer
-from .events import record
+from ....errors import PagedKVError
+from ...learner.variants import KEY_FILE_ENV
+from ...protocol import EventKind
+from .grading_job import GradingJob
+from .grading_limits import KernelLimits
+from .memory_cgroup import join_prefix, memory_group
+from .sandbox_denials import MAX_SHOWN, denied, tracer
 
 USER = "pkv-grader"  # the unprivileged system user whose group student kernels run in
 #: Each kernel runs under its own unprivileged uid from this range (no login, no files outside its
 #: scratch), so a process limit spent by one student never starves a kernel graded beside it.
 KERNEL_UIDS = range(200_000, 260_000)
-MODE_ENV = "PAGEDKV_SANDBOX"  # "bwrap" (default) or "none" (trusted submissions: no sandbox)
-LIBRARY_ENV = "PAGEDKV_SANDBOX_LIBRARY"  # the hidden library copy for this assignment
-LIMITS = {"as": 4 * 2**30, "cpu": 600, "nproc": 256, "fsize": 64 * 2**20, "memory": 4 * 2**30}
-"""Per process (``prlimit``): address space (bytes), CPU time (s), processes of the kernel's uid, file
-size (bytes). ``memory`` (bytes) bounds all the kernel's processes together, where a cgroup can be made."""
 INSTALL_HINT = ("bubblewrap (the bwrap command) is needed to grade untrusted submissions: "
                 "install it with `apt-get install bubblewrap` (Debian, Ubuntu) or `dnf install bubblewrap`; "
                 "on macOS or Windows grade on Linux, or pass --trust-submissions to run them unsandboxed")
@@ -107,7 +109,7 @@ def hide_definitions(path: Path, names: list[str], module: str) -> None:
 def hidden_library(dest: Path, graded: list[str]) -> Path:
     """A copy of this library under ``dest`` without the instructor's side, its ``graded`` definitions
     (``"pagedkv_lib.module:name"``) replaced by stubs; returns the folder to put on ``PYTHONPATH``."""
-    package = Path(__file__).resolve().parents[2]
+    package = Path(__file__).resolve().parents[3]
     target = dest / "pagedkv_lib"
     shutil.copytree(package, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.rmtree(target / "course" / "instructor")
@@ -163,14 +165,18 @@ def read_only(library: Path | None) -> list[Path]:
     return found + ([library] if library is not None else [])
 
 
-def bwrap_argv(scratch: Path, library: Path | None, uid: int, gid: int, env: dict) -> list[str]:
+def bwrap_argv(scratch: Path, library: Path | None, uid: int, gid: int, env: dict,
+               limits: KernelLimits | None = None) -> list[str]:
     """The command prefix that runs a kernel command in the sandbox (see the module docstring)."""
-    argv = ["prlimit", f"--as={LIMITS['as']}", f"--cpu={LIMITS['cpu']}", f"--nproc={LIMITS['nproc']}",
-            f"--fsize={LIMITS['fsize']}", "--",
+    limits = limits or KernelLimits()
+    private_tmp = (["--bind", str(scratch / "tmp"), "/tmp"] if os.path.ismount(scratch)  # inside the quota
+                   else ["--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/tmp"])
+    argv = ["prlimit", f"--as={limits.address_space_bytes}", f"--cpu={limits.cpu_seconds}",
+            f"--nproc={limits.processes}", f"--fsize={limits.file_bytes}", "--",
             check_available(), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
-            "--tmpfs", "/tmp"]
+            *private_tmp]  # before the binds below: the scratch folder may itself be under the grader's /tmp
     for name in ("lib", "lib64", "bin", "sbin"):
         if os.path.islink(f"/{name}"):
             argv += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
@@ -192,21 +198,53 @@ def bwrap_argv(scratch: Path, library: Path | None, uid: int, gid: int, env: dic
                    "--bounding-set=-all", "--"]
 
 
-def new_scratch(uid: int, gid: int) -> Path:
-    """A fresh scratch folder for one kernel: ``kernel/`` (connection file, IPC sockets) and ``home/``."""
+def new_scratch(uid: int, gid: int, disk_bytes: int | None = None) -> Path:
+    """A fresh scratch folder for one kernel: ``kernel/`` (connection file, IPC sockets), ``home/`` and ``tmp/``.
+
+    With ``disk_bytes``, and a grader that may mount (root), the folder is a tmpfs of that size: every
+    byte the kernel writes lands there, and its pages are charged to the memory cgroup of the process
+    that writes them (the kernel's). Remove it with :func:`remove_scratch`."""
     scratch = Path(tempfile.mkdtemp(prefix="pkv-kernel-"))
+    if disk_bytes and os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={disk_bytes},mode=0711,nosuid,nodev", "pkv-kernel",
+                        str(scratch)], capture_output=True)  # where mounting is refused, the folder stays unbounded
     os.chmod(scratch, 0o711)
-    for sub in ("kernel", "home"):
+    for sub in ("kernel", "home", "tmp"):
         (scratch / sub).mkdir()
         os.chown(scratch / sub, uid, gid) if os.geteuid() == 0 else None
         os.chmod(scratch / sub, 0o700 if os.geteuid() == 0 else 0o777)
     return scratch
 
 
-class SandboxKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernel runs in :func:`bwrap_argv`'s sandbox, talking over IPC sockets."""
+def remove_scratch(scratch: Path) -> None:
+    """Remove a kernel's scratch folder, unmounting its tmpfs first (lazily: a killed kernel may hold files open)."""
+    if os.path.ismount(scratch):
+        subprocess.run(["umount", "--lazy", str(scratch)], capture_output=True)
+    shutil.rmtree(scratch, ignore_errors=True)
 
-    library = Unicode(help="folder with the hidden library copy, put on the kernel's PYTHONPATH").tag(config=True)
+
+DISK_FULL_MARGIN = 1 << 20
+"""A kernel's quota counts as reached when less than this many bytes of it are left free (bytes)."""
+
+
+def disk_full(scratch: Path) -> bool:
+    """Whether the kernel's tmpfs has less than :data:`DISK_FULL_MARGIN` free (False where there is none)."""
+    if not os.path.ismount(scratch):
+        return False
+    found = os.statvfs(scratch)
+    return found.f_bavail * found.f_frsize < DISK_FULL_MARGIN
+
+
+class SandboxKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel runs in :func:`bwrap_argv`'s sandbox, talking over IPC sockets.
+
+    ``job`` (set by nbgrader's hooks before the kernel starts) gives the hidden library copy, the
+    student's variant key and where to record what the sandbox saw; without one the kernel gets
+    ``library`` (else a library copy of its own), no key, and its events are not kept.
+    """
+
+    library = Unicode(help="folder with a hidden library copy, put on the kernel's PYTHONPATH when no job "
+                      "gives one (a copy without the instructor's side is made otherwise)").tag(config=True)
     # A finished kernel is ended 0.2 s after its shutdown request by SIGTERM (to the tracer and bwrap; the
     # sandbox dies with them) instead of jupyter_client's 2.5 s wait. ipykernel 7.4 sometimes hangs in its
     # own shutdown (the control thread flushes a stream whose IOPub thread has already stopped), and a
@@ -217,16 +255,17 @@ class SandboxKernelManager(AsyncKernelManager):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.library = self.library or os.environ.get(LIBRARY_ENV, "")
+        self.job: GradingJob | None = None
+        self.limits = KernelLimits(config=self.config)
         if os.geteuid() == 0:
             self._gid = grader_ids()[1]
             self._uid = KERNEL_UIDS[secrets.randbelow(len(KERNEL_UIDS))]
         else:  # already unprivileged: bwrap sets up the sandbox in a user namespace
             self._uid, self._gid = os.geteuid(), os.getegid()
-        self.scratch = new_scratch(self._uid, self._gid)
-        self.trace: Path | None = None  # the current kernel's strace log (``denials.py``)
-        # all its processes together (``cgroup.py``), named as its scratch folder; None: none can be made here
-        self.memory = memory_group(LIMITS["memory"], self.scratch.name)
+        self.scratch = new_scratch(self._uid, self._gid, self.limits.disk_bytes)
+        self.trace: Path | None = None  # the current kernel's strace log (``sandbox_denials.py``)
+        # all its processes together (``memory_cgroup.py``), named as its scratch folder; None: none can be made here
+        self.memory = memory_group(self.limits.memory_bytes, self.scratch.name)
         self._limit_kills = 0
         self._launches = 0
         self.transport = "ipc"
@@ -248,7 +287,7 @@ class SandboxKernelManager(AsyncKernelManager):
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         home = self.scratch / "home"
-        for child in home.iterdir():  # a restarted kernel starts from an empty home
+        for child in [*home.iterdir(), *(self.scratch / "tmp").iterdir()]:  # a restarted kernel starts empty
             shutil.rmtree(child) if child.is_dir() else child.unlink()
         env = {"HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "LANG": "C.UTF-8",
                "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "agg",
@@ -257,7 +296,9 @@ class SandboxKernelManager(AsyncKernelManager):
         if os.geteuid() == 0:
             for path in (home / ".matplotlib", *(home / ".matplotlib").iterdir()):
                 os.chown(path, self._uid, self._gid)
-        if not self.library:  # run by plain `nbgrader autograde`: the library without the instructor's side
+        if self.job is not None and self.job.library and Path(self.job.library).is_dir():
+            self.library = self.job.library
+        if not self.library:  # no job's copy: the library without the instructor's side
             self.library = str(hidden_library(self.scratch / "library", []))
         env["PYTHONPATH"] = self.library
         for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TRITON_INTERPRET"):
@@ -269,23 +310,23 @@ class SandboxKernelManager(AsyncKernelManager):
         self._launches += 1
         self.trace = self.scratch.parent / f"{self.scratch.name}.trace{self._launches}"  # outside the sandbox
         return await super()._async_launch_kernel(
-            join_prefix(self.memory) + tracer(self.trace) + bwrap_argv(self.scratch, Path(self.library), self._uid, self._gid, env)
-            + list(kernel_cmd), **kw)
+            join_prefix(self.memory) + tracer(self.trace)
+            + bwrap_argv(self.scratch, Path(self.library), self._uid, self._gid, env, self.limits) + list(kernel_cmd), **kw)
 
     def _key_file(self, home: Path) -> Path:
-        """The student's variant key (``KEY_ENV``, set by the grading hooks), in a file only the kernel can read."""
+        """The student's variant key (the job's), in a file only the kernel can read."""
         path = home / ".variant-key"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(os.environ.get(KEY_ENV, ""))
+            out.write(self.job.variant_key if self.job is not None else "")
         if os.geteuid() == 0:
             os.chown(path, self._uid, self._gid)
         return path
 
     def denied(self) -> list[str]:
-        """What the sandbox denied this kernel so far (see ``denials.py``)."""
+        """What the sandbox denied this kernel so far (see ``sandbox_denials.py``)."""
         return denied(self.trace, cwd=self.scratch / "home", own=self.scratch, course=Path.cwd().resolve(),
-                      library=Path(__file__).resolve().parents[2],
+                      library=Path(__file__).resolve().parents[3],
                       read_only=read_only(Path(self.library).resolve())) if self.trace else []
 
     async def cleanup_resources(self, restart: bool = False) -> None:
@@ -296,14 +337,20 @@ class SandboxKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         found = self.denied()
         if found:
-            record("denied", calls=found[:MAX_SHOWN], more=max(0, len(found) - MAX_SHOWN))
+            self._record(EventKind.DENIED, calls=found[:MAX_SHOWN], more=max(0, len(found) - MAX_SHOWN))
         killed = self.memory.limit_kills() if self.memory is not None else 0
         if killed > self._limit_kills:  # new since the last cleanup (the group outlives a restart)
-            record("memory", limit=LIMITS["memory"], killed=killed - self._limit_kills)
+            self._record(EventKind.MEMORY, limit=self.limits.memory_bytes, killed=killed - self._limit_kills)
             self._limit_kills = killed
+        if disk_full(self.scratch):
+            self._record(EventKind.DISK, limit=self.limits.disk_bytes)
         if self.trace is not None:
             self.trace.unlink(missing_ok=True)
         if not restart:
-            shutil.rmtree(self.scratch, ignore_errors=True)  # the kernel's files and any library copy made for it
+            remove_scratch(self.scratch)  # the kernel's files and any library copy made for it; its tmpfs pages
             if self.memory is not None:
                 self.memory.remove()
+
+    def _record(self, kind: str, **details) -> None:
+        if self.job is not None:
+            self.job.record(kind, **details)

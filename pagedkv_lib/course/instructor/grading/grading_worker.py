@@ -2,18 +2,21 @@
 
 Starting nbgrader costs about 2 s, and the judge's first import of the reference code (torch, for
 ps3) about as much again; a fresh ``nbgrader autograde`` per notebook paid both every time. A
-:class:`Worker` keeps one process (``python -m pagedkv_lib.course.instructor.worker``) and sends it
+:class:`Worker` keeps one process (``python -m pagedkv_lib.course.instructor.grading.grading_worker``) and sends it
 one job at a time; the process runs nbgrader's own ``NbGraderAPI.autograde`` for it and answers.
 
 The worker never runs learner code: the notebook runs in a sandboxed kernel that the worker starts
-and stops per job (nbgrader's ``Execute``, through ``nbhooks.GuardedExecute``), and the judge reads only
+and stops per job (nbgrader's ``Execute``, through ``nbgrader_hooks.GuardedExecute``), and the judge reads only
 JSON records from it. So nothing one submission does can reach the next job's worker state.
 
 A job past its wall-clock budget kills the worker's process group (the kernel's sandbox dies with its
 parent, ``--die-with-parent``); the next job starts a fresh worker. A worker is also replaced after
-:data:`JOBS_PER_WORKER` jobs, which bounds any memory nbgrader keeps between jobs.
+``jobs_per_worker`` jobs (``WorkerLimits``), which bounds any memory nbgrader keeps between jobs, and
+its own address space is bounded by ``WorkerLimits.memory_bytes`` (a soft ``RLIMIT_AS``: past it the
+notebook fails as a grader error and the worker is replaced; its kernels get their own limits).
 
-Protocol: one JSON line per job on the worker's stdin, ``{"id", "assignment", "student", "env"}``; one
+Protocol: one JSON line per job on the worker's stdin, ``{"id", "assignment", "student"}`` (the job's
+own parameters are in its job file, ``grading_job.py``, written before it is sent); one
 JSON line per answer on the file descriptor named by its ``--answers-fd`` (its stdout is the log's, since
 nbgrader and the kernels print there), ``{"id", "success", "log", "error"}``. The worker makes that
 descriptor non-inheritable before it starts anything, so no kernel holds it; and the parent takes only
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import secrets
 import select
 import shutil
@@ -35,9 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .cgroup import remove_group
-
-JOBS_PER_WORKER = 50  # jobs before a worker is replaced by a fresh process
+from .kernel_sandbox import remove_scratch
+from .memory_cgroup import remove_group
 
 
 class WorkerTimeout(Exception):
@@ -47,11 +50,14 @@ class WorkerTimeout(Exception):
 class Worker:
     """The parent's handle on one worker process, started on first use and restarted when needed.
 
-    ``log`` is an open file for the process's own output (nbgrader's and its kernels' stderr).
+    ``log`` is an open file for the process's own output (nbgrader's and its kernels' stderr);
+    ``jobs_per_worker`` the jobs one process grades before a fresh one replaces it.
     """
 
-    def __init__(self, root: Path, timeout_s: int, db_url: str, env: dict, log):
+    def __init__(self, root: Path, timeout_s: int, db_url: str, env: dict, log, jobs_per_worker: int = 50,
+                 memory_bytes: int = 0):
         self.root, self.timeout_s, self.db_url, self.env, self.log = Path(root), timeout_s, db_url, env, log
+        self.jobs_per_worker, self.memory_bytes = jobs_per_worker, memory_bytes
         self.proc: subprocess.Popen | None = None
         self.jobs = 0
 
@@ -59,21 +65,21 @@ class Worker:
         read, write = os.pipe()
         self.tmp = tempfile.mkdtemp(prefix="pkv-worker-")  # its kernels' scratch folders, removed in close()
         cmd = [sys.executable, "-m", __name__, str(self.root.resolve()), f"--timeout={self.timeout_s}",
-               f"--db-url={self.db_url}", f"--answers-fd={write}"]
+               f"--db-url={self.db_url}", f"--answers-fd={write}", f"--memory-bytes={self.memory_bytes}"]
         self.proc = subprocess.Popen(cmd, cwd=self.root, env=dict(self.env, TMPDIR=self.tmp), stdin=subprocess.PIPE,
                                      stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(write,),
                                      start_new_session=True)
         os.close(write)
         self.answers, self.buffer, self.jobs = read, b"", 0
 
-    def autograde(self, assignment: str, student: str, env: dict, budget_s: float) -> dict:
+    def autograde(self, assignment: str, student: str, budget_s: float) -> dict:
         """nbgrader's autograde result for one notebook; raise :class:`WorkerTimeout` past ``budget_s``."""
-        if self.proc is None or self.proc.poll() is not None or self.jobs >= JOBS_PER_WORKER:
+        if self.proc is None or self.proc.poll() is not None or self.jobs >= self.jobs_per_worker:
             self.close()
             self._start()
         self.jobs += 1
         job_id = secrets.token_hex(16)
-        job = json.dumps({"id": job_id, "assignment": assignment, "student": student, "env": env}) + "\n"
+        job = json.dumps({"id": job_id, "assignment": assignment, "student": student}) + "\n"
         try:
             self.proc.stdin.write(job.encode())
             self.proc.stdin.flush()
@@ -126,6 +132,7 @@ class Worker:
         self.proc.wait()
         os.close(self.answers)
         for scratch in Path(self.tmp).glob("pkv-kernel-*"):  # what a killed worker's kernels could not clean up
+            remove_scratch(scratch)
             remove_group(scratch.name)
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.proc = None
@@ -154,13 +161,8 @@ def serve(root: Path, timeout_s: int, db_url: str, answers) -> None:
     app.config.CourseDirectory.db_url = db_url
     app.config.Execute.timeout = timeout_s
     api = NbGraderAPI(parent=app)
-    previous: dict = {}
     for line in sys.stdin:
         job = json.loads(line)
-        for key in previous:
-            os.environ.pop(key, None)
-        previous = job["env"]
-        os.environ.update(previous)  # read by the course's hooks when this job's preprocessors start
         result = api.autograde(job["assignment"], job["student"], force=True, create=True)
         answer = {"id": job["id"], "success": bool(result.get("success")),
                   **{k: str(result.get(k) or "") for k in ("log", "error")}}
@@ -174,7 +176,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--timeout", type=int, required=True)
     ap.add_argument("--db-url", required=True)
     ap.add_argument("--answers-fd", type=int, required=True)
+    ap.add_argument("--memory-bytes", type=int, default=0, help="soft limit on this process's address space (0: none)")
     args = ap.parse_args(argv)
+    if args.memory_bytes:  # soft only: the kernels' own prlimit may set theirs above it
+        resource.setrlimit(resource.RLIMIT_AS, (args.memory_bytes, resource.getrlimit(resource.RLIMIT_AS)[1]))
     os.set_inheritable(args.answers_fd, False)  # nothing this process starts (kernels, tracers) may hold it
     with os.fdopen(args.answers_fd, "w", encoding="utf-8") as answers:
         serve(Path(args.root), args.timeout, args.db_url, answers)

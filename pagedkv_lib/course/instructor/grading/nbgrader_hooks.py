@@ -1,17 +1,16 @@
 """nbgrader preprocessors that make one student's run safe to grade and say what happened in it.
 
-``nbgrader_config.py`` puts them in nbgrader's pipelines. Each notes what it saw (a timeout, a dead
-kernel, a tampered locked cell, a capped output) with ``events.record``, which appends a JSON line to
-the file named by the ``PAGEDKV_GRADING_EVENTS`` environment variable; the course's ``autograde`` sets
-it for every student and turns the lines into that student's status.
+``nbgrader_config.py`` puts them in nbgrader's pipelines. Each finds its job (``grading_job.py``: the
+parameters the class's autograde wrote for this student, found from nbgrader's ``resources``) and notes
+what it saw there (a timeout, a dead kernel, a tampered locked cell, a capped output); the class's
+autograde turns those events into the student's status. Their limits are ``grading_limits.py``'s settings.
 """
 from __future__ import annotations
 
 import copy
 import json
-import os
-from pathlib import Path
 
+from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode, from_dict
@@ -19,22 +18,13 @@ from jupyter_core.utils import run_sync
 from nbgrader.preprocessors import ClearHiddenTests, Execute, OverwriteCells
 from traitlets import Bool, Integer
 
-from . import copies
-from .events import record
-from .keys import key_for
-from .nbclean import cell_grade_id, is_test, tidy_source
-from ..learner.record import RECORD_MAX_BYTES
-from ..learner.testcell import PASS_MIME, RECORD_MIME
-from ..learner.variants import KEY_ENV
+from ...protocol import PASS_MIME, RECORD_MAX_BYTES, RECORD_MIME, EventKind
+from ..intake.notebook_cleaning import cell_grade_id, is_test, tidy_source
+from .grading_job import GradingJob
+from .grading_limits import NotebookLimits
 from .judge import error_output, judge_notebook, kernel_source, records_in, trusted_from_gradebook
-from .sandbox import MODE_ENV, SandboxKernelManager
-
-
-def student_key(resources: dict) -> str:
-    """The variant key of the student nbgrader is grading ("" without a course secret): the one their
-    kernel and the judge use, whatever the notebook holds. The course root is the working folder, as
-    for nbgrader itself (it reads ``nbgrader_config.py`` there)."""
-    return key_for(Path.cwd(), resources["nbgrader"]["student"])
+from .judged_records import save_records
+from .kernel_sandbox import SandboxKernelManager
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
@@ -50,9 +40,13 @@ class QuietOverwriteCells(OverwriteCells):
     original is restored either way, as nbgrader does.
     """
 
+    def preprocess(self, nb, resources):
+        self._job = GradingJob.for_resources(resources)
+        return super().preprocess(nb, resources)
+
     def report_change(self, name, attr, old, new):
         if attr != "checksum":
-            record("tampered", cell=name, what=attr)
+            self._job.record(EventKind.TAMPERED, cell=name, what=attr)
             super().report_change(name, attr, old, new)
 
     def preprocess_cell(self, cell, resources, cell_index):
@@ -62,7 +56,7 @@ class QuietOverwriteCells(OverwriteCells):
             released = from_dict(dict(cell, source=cell.source))
             ClearHiddenTests().preprocess_cell(released, {}, cell_index)
             if tidy_source(before) != tidy_source(released.source):
-                record("tampered", cell=cell_grade_id(cell), what="source")
+                self._job.record(EventKind.TAMPERED, cell=cell_grade_id(cell), what="source")
                 self.log.warning("Locked cell %s was edited; its original is restored", cell_grade_id(cell))
         return cell, resources
 
@@ -88,14 +82,8 @@ class QuietOverwriteCells(OverwriteCells):
             nb.cells.insert(before[0] + 1 if before else 0, cell)
             self.log.warning("Graded cell %s was missing; it is put back from the gradebook", name)
         if restored:
-            record("cells_missing", cells=restored)
+            self._job.record(EventKind.CELLS_MISSING, cells=restored)
         return nb, resources
-
-
-MAX_OUTPUT_DEPTH = 100
-"""Most levels of nested lists and dicts one output message may hold. nbformat converts a message
-recursively, so one nested a few hundred levels deep overflows Python's stack in the grader's worker
-(the student's run then failed as a grader error, three times); a record of results needs under 60."""
 
 
 def nested_deeper(value, limit: int) -> bool:
@@ -112,37 +100,38 @@ def nested_deeper(value, limit: int) -> bool:
     return False
 
 
-MAX_RESTARTS = 3
-"""Fresh kernels one notebook may get after a crash or an unstoppable cell; past that the rest is not run."""
-
-
 class GuardedExecute(Execute):
     """nbgrader's Execute, in the sandbox, so that one bad answer costs one question.
 
-    Each student kernel runs in ``sandbox.py``'s sandbox (unless autograde was told the submissions are
+    Each student kernel runs in ``kernel_sandbox.py``'s sandbox (unless the job says the submissions are
     trusted). A test cell is sent without its grader-only regions (``judge.kernel_source``). When the
     kernel dies or a cell ignores the timeout's interrupt, that cell gets an error output saying why, a
     fresh kernel (a fresh sandbox) is started, the code cells before it are run again in it as the
     learner had them (their outputs are kept from the first run), and the notebook goes on. After
-    :data:`MAX_RESTARTS` fresh kernels, every later code cell gets an error output instead.
+    ``NotebookLimits.max_restarts`` fresh kernels, every later code cell gets an error output instead.
     """
-
-    def __init__(self, *args, **kwargs):
-        if os.environ.get(MODE_ENV, "bwrap") == "bwrap":
-            kwargs["kernel_manager_class"] = SandboxKernelManager
-        super().__init__(*args, **kwargs)
 
     def preprocess(self, nb, resources=None, km=None):
         self._stopped, self._restarts, self._skip = "", 0, set()
-        os.environ[KEY_ENV] = student_key(resources)  # read when the (sandboxed) kernel starts
+        self._job = GradingJob.for_resources(resources)
+        self._limits = NotebookLimits(parent=self)
+        self.kernel_manager_class = SandboxKernelManager if self._job.sandbox else AsyncKernelManager
         return super().preprocess(nb, resources, km)
 
+    def create_kernel_manager(self):
+        """nbclient's, with this job handed to the sandboxed kernel's manager (its key, library, events)."""
+        km = super().create_kernel_manager()
+        if isinstance(km, SandboxKernelManager):
+            km.job = self._job
+        return km
+
     def output(self, outs, msg, display_id, cell_index):
-        """nbclient's, for a message nested no deeper than :data:`MAX_OUTPUT_DEPTH`; a deeper one is
-        replaced by a line saying so, before nbformat converts it."""
-        if nested_deeper(msg.get("content"), MAX_OUTPUT_DEPTH):
-            record("malformed_output", cell=cell_grade_id(self.nb.cells[cell_index]) or cell_index)
-            text = f"... output dropped: it nested lists or dicts more than {MAX_OUTPUT_DEPTH} levels deep.\n"
+        """nbclient's, for a message nested no deeper than ``NotebookLimits.max_output_depth``; a deeper
+        one is replaced by a line saying so, before nbformat converts it."""
+        depth = self._limits.max_output_depth
+        if nested_deeper(msg.get("content"), depth):
+            self._job.record(EventKind.MALFORMED_OUTPUT, cell=cell_grade_id(self.nb.cells[cell_index]) or cell_index)
+            text = f"... output dropped: it nested lists or dicts more than {depth} levels deep.\n"
             msg = dict(msg, msg_type="stream", header=dict(msg["header"], msg_type="stream"),
                        content={"name": "stderr", "text": text})
         return super().output(outs, msg, display_id, cell_index)
@@ -166,12 +155,12 @@ class GuardedExecute(Execute):
         try:
             cell = self._run(cell, index)
             if any(o.get("ename") == "SystemExit" for o in cell.get("outputs", [])):
-                record("exited", cell=cell_grade_id(cell) or index)  # IPython survives it; say so anyway
+                self._job.record(EventKind.EXITED, cell=cell_grade_id(cell) or index)  # IPython survives it; say so anyway
             return cell, resources
         except DeadKernelError:
-            self._recover(cell, index, "kernel_died", "the kernel died (os._exit, a crash, or out of memory)")
+            self._recover(cell, index, EventKind.KERNEL_DIED, "the kernel died (os._exit, a crash, or out of memory)")
         except CellTimeoutError:
-            self._recover(cell, index, "stuck", f"the cell ran past the {self.timeout} s timeout and ignored the interrupt")
+            self._recover(cell, index, EventKind.STUCK, f"the cell ran past the {self.timeout} s timeout and ignored the interrupt")
         return cell, self.resources
 
     def _recover(self, cell, index: int, kind: str, why: str) -> None:
@@ -180,14 +169,14 @@ class GuardedExecute(Execute):
         A locked set-up cell (the instructor's, such as one importing torch on a loaded machine) is not
         the learner's doing: it is run again in the fresh kernel instead of being left out.
         """
-        record(kind, cell=cell_grade_id(cell) or f"cell {cell.get('id', '?')}")
+        self._job.record(kind, cell=cell_grade_id(cell) or f"cell {cell.get('id', '?')}")
         meta = cell.metadata.get("nbgrader", {})
         ours = bool(meta.get("locked")) and not meta.get("solution") and not is_test(cell)
         outputs = list(cell.get("outputs", [])) + [_error("GradingStopped", why)]
         cell.outputs = outputs
         if not ours:
             self._skip.add(index)
-        while self._restarts < MAX_RESTARTS:
+        while self._restarts < self._limits.max_restarts:
             self._restarts += 1
             try:
                 self._fresh_kernel()
@@ -196,12 +185,13 @@ class GuardedExecute(Execute):
                         self._run(copy.deepcopy(earlier), j)
                 if ours:
                     self._run(cell, index)
-                record("restarted", cell=cell_grade_id(cell) or index, replayed=index)
+                self._job.record(EventKind.RESTARTED, cell=cell_grade_id(cell) or index, replayed=index)
                 return
             except (DeadKernelError, CellTimeoutError):
                 cell.outputs = outputs
                 continue
-        self._stopped = f"an earlier cell stopped the run ({why}) and {MAX_RESTARTS} fresh kernels did not get past it"
+        self._stopped = (f"an earlier cell stopped the run ({why}) and {self._limits.max_restarts} fresh kernels "
+                         "did not get past it")
         self.shutdown_kernel = "immediate"
 
     def _fresh_kernel(self) -> None:
@@ -211,7 +201,7 @@ class GuardedExecute(Execute):
         self.start_new_kernel_client()
 
     async def _async_handle_timeout(self, timeout, cell=None):
-        record("timeout", cell=(cell_grade_id(cell) if cell is not None else None), seconds=timeout)
+        self._job.record(EventKind.TIMEOUT, cell=(cell_grade_id(cell) if cell is not None else None), seconds=timeout)
         return await super()._async_handle_timeout(timeout, cell)
 
 
@@ -224,6 +214,10 @@ class CapOutput(Preprocessor):
 
     enabled = Bool(True)
     max_bytes = Integer(20_000, help="most bytes of output kept per cell").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        self._job = GradingJob.for_resources(resources)
+        return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
@@ -247,7 +241,7 @@ class CapOutput(Preprocessor):
         if cut:
             note = f"\n... output cut: this cell printed {cut + used:,} bytes; the grader keeps {self.max_bytes:,}.\n"
             kept.append(from_dict({"output_type": "stream", "name": "stderr", "text": note}))
-            record("huge_output", cell=cell_grade_id(cell) or index, bytes=cut + used)
+            self._job.record(EventKind.HUGE_OUTPUT, cell=cell_grade_id(cell) or index, bytes=cut + used)
         cell.outputs = kept
         return cell, resources
 
@@ -265,18 +259,18 @@ class JudgeTests(Preprocessor):
     enabled = Bool(True)
 
     def preprocess(self, nb, resources):
-        info = resources["nbgrader"]
+        info, job = resources["nbgrader"], GradingJob.for_resources(resources)
         trusted = trusted_from_gradebook(info["db_url"], info["notebook"], info["assignment"])
-        verdicts, elsewhere = judge_notebook(nb.cells, trusted, student_key(resources))
-        kept = {}  # each test's own record and verdict, for copy detection across the class (copies.py)
+        verdicts, elsewhere = judge_notebook(nb.cells, trusted, job.variant_key)
+        kept = {}  # each test's own record and verdict, for copy detection across the class
         for cell in nb.cells:
             gid = cell_grade_id(cell) if cell.cell_type == "code" else None
             if gid in verdicts:
                 mine = [r for r in records_in(cell.get("outputs", [])) if isinstance(r, dict) and r.get("grade_id") == gid]
                 kept.setdefault(gid, {"record": mine[0] if len(mine) == 1 else None, "passed": verdicts[gid].passed})
-        copies.save(Path.cwd(), info["assignment"], info["student"], kept)
+        save_records(job, kept)
         for where in elsewhere:
-            record("forged", what=where)  # a record outside its test cell, or grader metadata nobody wrote
+            job.record(EventKind.FORGED, what=where)  # a record outside its test cell, or grader metadata nobody wrote
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue
@@ -287,7 +281,7 @@ class JudgeTests(Preprocessor):
                     and not (verdict and o.get("output_type") == "error" and o.get("ename") != "GradingStopped")]
             if verdict is not None:
                 for what in verdict.forged:
-                    record("forged", cell=verdict.grade_id, what=what)
+                    job.record(EventKind.FORGED, cell=verdict.grade_id, what=what)
                 count = sum(len(r.get("entries", [])) for r in found if isinstance(r, dict) and isinstance(r.get("entries"), list))
                 kept.append(from_dict({"output_type": "stream", "name": "stdout",
                                        "text": f"{verdict.grade_id}: {count} results judged by the grader: "

@@ -1,4 +1,5 @@
-"""Learner values as plain JSON data, and a digest of a call's inputs: what a test cell hands the grader.
+"""Learner values as plain JSON data, and a digest of a call's inputs: the values inside a record's entries
+(``protocol.py``), encoded in the learner's kernel and decoded by the grader.
 
 JSON holds no object: a value with a rigged ``__eq__`` or ``__int__`` arrives as the plain value it
 holds (an ``int`` subclass as its ``int``), or as an opaque tag that equals nothing. Tags, each a dict
@@ -14,15 +15,6 @@ import hashlib
 import json
 import math
 from typing import Any
-
-#: Most bytes of JSON one test's record may take; a bigger one is not accepted by the grader.
-RECORD_MAX_BYTES = 8_000_000
-
-#: The mime type of a committed prediction saved in the notebook (written by ``lesson.record``, read
-#: for the class report by ``instructor.predictions``), and the kinds of value it may hold.
-PREDICTION_MIME = "application/vnd.pagedkv.prediction+json"
-PREDICTION_KINDS = ("choice", "number", "text")
-
 
 def _is(x: Any, kind: type) -> bool:
     return isinstance(x, kind) and not isinstance(x, bool)

@@ -23,11 +23,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..learner import checks as trusted_checks
-from ..learner.record import RECORD_MAX_BYTES, decode, digest
-from ..learner.testcell import RECORD_MIME
-from ..learner.variants import KEY_ENV
-from .nbclean import cell_text, is_test
+from ...learner import checks as trusted_checks
+from ...learner.variants import KEY_ENV
+from ...plain_values import decode, digest
+from ...protocol import (INSTANCE_TAG, NOT_WRITTEN, RECORD_MAX_BYTES, RECORD_MIME, Entry, EntryKind, attr_label,
+                         instance_label, item_label)
+from ..intake.notebook_cleaning import cell_text, is_test
 
 #: First line of a hidden-test region that is never sent to the learner's kernel (it holds expected values).
 GRADER_ONLY = "### GRADER ONLY"
@@ -61,34 +62,36 @@ class _InstanceTag:
     number: int
 
 
-def _outcome(entry: list) -> Any:
-    outcome = entry[3]
+def _outcome(entry: Entry) -> Any:
+    outcome = entry.outcome
     if not isinstance(outcome, dict):
         raise RecordMismatch("a malformed entry in the record of results")
     if "raised" in outcome:
-        kind = trusted_checks.NotWritten if outcome["raised"] == "NotWritten" else trusted_checks.CheckFailed
+        kind = trusted_checks.NotWritten if outcome["raised"] == NOT_WRITTEN else trusted_checks.CheckFailed
         raise kind(str(outcome.get("message", ""))[:500])
     if "ok" not in outcome:
         raise RecordMismatch("a malformed entry in the record of results")
     value = outcome["ok"]
-    if isinstance(value, dict) and set(value) == {"__instance__"} and isinstance(value["__instance__"], int):
-        return _InstanceTag(value["__instance__"])
+    if isinstance(value, dict) and set(value) == {INSTANCE_TAG} and isinstance(value[INSTANCE_TAG], int):
+        return _InstanceTag(value[INSTANCE_TAG])
     return decode(value)
 
 
-class Replay:
-    """The judge's stand-in for the learner's kernel in one test cell: answers from the record, in order."""
+class RecordedAnswers:
+    """The judge's stand-in for the learner's kernel in one test cell: answers from the record, in order.
+
+    It builds each entry's label with ``protocol``'s label functions, as the learner's recorder did."""
 
     checks = trusted_checks
 
     def __init__(self, grade_id: str, entries: list):
         self.grade_id, self.entries, self.pos = grade_id, entries, 0
 
-    def _peek(self) -> list | None:
+    def _peek(self) -> Entry | None:
         if self.pos >= len(self.entries):
             return None
-        entry = self.entries[self.pos]
-        if not (isinstance(entry, list) and len(entry) == 4 and all(isinstance(x, str) for x in entry[:3])):
+        entry = Entry.from_wire(self.entries[self.pos])
+        if entry is None:
             raise RecordMismatch("a malformed entry in the record of results")
         return entry
 
@@ -97,26 +100,26 @@ class Replay:
         if entry is None:
             raise Missing(f"no result for {label}: the test stopped in your kernel before it got there "
                           "(an error above, a timeout or a crash)")
-        if entry[0] != kind or entry[1] != label or (kind in ("call", "run") and entry[2] != digest(inputs)):
+        if entry.kind != kind or entry.label != label or (kind in EntryKind.WITH_INPUTS and entry.inputs != digest(inputs)):
             raise RecordMismatch(f"the results recorded for {label} do not match this test's cases")
         self.pos += 1
         return _outcome(entry)
 
     def yours(self, name: str) -> "_Replayed":
-        self.take("yours", name, None)
+        self.take(EntryKind.YOURS, name, None)
         return _Replayed(self, name)
 
     def value(self, name: str) -> Any:
-        return self.take("value", name, None)
+        return self.take(EntryKind.VALUE, name, None)
 
     def run(self, label: str, fn, *args: Any) -> Any:
-        return self.take("run", label, args)
+        return self.take(EntryKind.RUN, label, args)
 
     def reference(self, module: str, name: str) -> Any:
         """The library's own ``module.name``, here in the grader's process."""
         return getattr(importlib.import_module(module), name)
 
-    def __enter__(self) -> "Replay":
+    def __enter__(self) -> "RecordedAnswers":
         return self
 
     def __exit__(self, kind, exc, tb) -> bool:
@@ -128,30 +131,30 @@ class Replay:
 class _Replayed:
     __slots__ = ("_rec", "_label")
 
-    def __init__(self, rec: Replay, label: str):
+    def __init__(self, rec: RecordedAnswers, label: str):
         self._rec, self._label = rec, label
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        value = self._rec.take("call", self._label, [args, kwargs])
+        value = self._rec.take(EntryKind.CALL, self._label, [args, kwargs])
         if isinstance(value, _InstanceTag):
-            return _ReplayedInstance(self._rec, f"{self._label}#{value.number}")
+            return _ReplayedInstance(self._rec, instance_label(self._label, value.number))
         return value
 
     def __getitem__(self, key: Any) -> "_Replayed":
-        return _Replayed(self._rec, f"{self._label}[{key!r}]")
+        return _Replayed(self._rec, item_label(self._label, key))
 
 
 class _ReplayedInstance:
     __slots__ = ("_rec", "_label")
 
-    def __init__(self, rec: Replay, label: str):
+    def __init__(self, rec: RecordedAnswers, label: str):
         self._rec, self._label = rec, label
 
     def __getattr__(self, attr: str) -> Any:
-        rec, label = self._rec, f"{self._label}.{attr}"
+        rec, label = self._rec, attr_label(self._label, attr)
         entry = rec._peek()
-        if entry is not None and entry[0] == "attr" and entry[1] == label:
-            return rec.take("attr", label, None)
+        if entry is not None and entry.kind == EntryKind.ATTR and entry.label == label:
+            return rec.take(EntryKind.ATTR, label, None)
         return _Replayed(rec, label)
 
 
@@ -159,9 +162,9 @@ class _JudgeSide:
     """What ``from pagedkv_lib.course.learner import testcell`` gives a cell run by the judge."""
 
     def __init__(self):
-        self.current: Replay | None = None
+        self.current: RecordedAnswers | None = None
 
-    def begin(self, grade_id: str) -> Replay:
+    def begin(self, grade_id: str) -> RecordedAnswers:
         if self.current is None or self.current.grade_id != grade_id:
             raise RecordMismatch(f"test cell {grade_id} is not the one being judged")
         return self.current
@@ -205,7 +208,7 @@ def _source(cell) -> str:
     return cell_text(cell["source"])
 
 
-def _judge_test(ns: dict, side: _JudgeSide, cell, gid: str, replay: type[Replay] = Replay) -> Verdict:
+def _judge_test(ns: dict, side: _JudgeSide, cell, gid: str, replay: type[RecordedAnswers] = RecordedAnswers) -> Verdict:
     found = records_in(cell.get("outputs", []))
     mine = [r for r in found if isinstance(r, dict) and r.get("grade_id") == gid]
     forged = [f"{gid}: a record for another test" for r in found if r not in mine]
@@ -265,13 +268,13 @@ def trusted_from_gradebook(db_url: str, notebook: str, assignment: str) -> dict[
 
 
 def judge_notebook(cells: list, trusted: dict[str, tuple[str, bool]], variant_key: str = "",
-                   replay: type[Replay] | None = None) -> tuple[dict[str, Verdict], list[str]]:
+                   replay: type[RecordedAnswers] | None = None) -> tuple[dict[str, Verdict], list[str]]:
     """``({test grade_id: verdict}, [forged records in other cells])`` for an executed notebook's cells.
 
-    ``variant_key`` is the key of the student the notebook is filed under (``instructor/keys.py``):
+    ``variant_key`` is the key of the student the notebook is filed under (``intake/variant_keys.py``):
     the set-up cells read it as ``VARIANT_KEY``, so each test judges against that student's numbers.
     The learner's own key cell is not an instructor cell, so it never runs here. ``replay`` (a
-    :class:`Replay` subclass) stands in for the learner's code; copy detection passes a lenient one.
+    :class:`RecordedAnswers` subclass) stands in for the learner's code; copy detection passes a lenient one.
 
     ``trusted`` (:func:`trusted_cells`) says which grade ids are instructor cells and holds their source:
     the judge runs that source, never the submitted one. The submission only says where each cell's
@@ -279,7 +282,7 @@ def judge_notebook(cells: list, trusted: dict[str, tuple[str, bool]], variant_ke
     ``"locked": true``) is never run, and a grade id seen a second time is not judged again.
     """
     with _variant_env(variant_key):
-        return _judge_all(cells, trusted, variant_key, replay or Replay)
+        return _judge_all(cells, trusted, variant_key, replay or RecordedAnswers)
 
 
 @contextmanager
@@ -296,7 +299,7 @@ def _variant_env(key: str):
             os.environ[KEY_ENV] = before
 
 
-def _judge_all(cells: list, trusted: dict, variant_key: str, replay: type[Replay]) -> tuple[dict, list]:
+def _judge_all(cells: list, trusted: dict, variant_key: str, replay: type[RecordedAnswers]) -> tuple[dict, list]:
     side = _JudgeSide()
     ns: dict = {"__builtins__": _builtins_for(side), "__name__": "__pagedkv_judge__", "VARIANT_KEY": variant_key}
     verdicts, elsewhere, seen = {}, [], set()

@@ -1,4 +1,5 @@
-"""Canvas in and out: its gradebook export as the roster, its "Download Submissions" names, its import CSV.
+"""Canvas in: its gradebook export as the roster, and its "Download Submissions" names (its import CSV,
+for grades out, is ``reporting/canvas_grades.py``).
 
 Formats, as Canvas's own code writes and reads them (instructure/canvas-lms; the Instructure Community
 guides "How do I export/import grades in the Gradebook?" describe the same files for instructors):
@@ -29,12 +30,13 @@ import io
 import json
 import re
 import zipfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ...errors import PagedKVError
-from . import intake
-from .keys import student_id
+from ....errors import PagedKVError
+from ..course_layout import COLLECT_LOG
+from .collect_notebooks import collect_notebooks, place
+from .variant_keys import student_id
 
 #: Canvas's student columns, in the order its export writes them (the import needs Student, ID first
 #: and Section last).
@@ -43,7 +45,7 @@ IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Integration ID", "R
 _IDS = re.compile(r"(?=[_-](?:(?P<late>late)_)?(?P<user>\d+)_(?P<file>\d+)_(?P<original>.+)$)", re.IGNORECASE)
 _LATE = re.compile(r"[_-]late_\d+_\d+_", re.IGNORECASE)
 ANONYMOUS = re.compile(r"^(?:late_)?anon_[a-z0-9]+_\d+_.+$", re.IGNORECASE)
-_ASSIGNMENT_ID = re.compile(r"\s*\((\d+)\)\s*$")
+ASSIGNMENT_ID = re.compile(r"\s*\((\d+)\)\s*$")
 
 
 @dataclass
@@ -102,124 +104,12 @@ def student_of(row: dict) -> str:
     return student_id(row.get("SIS Login ID") or row.get("SIS User ID") or "")
 
 
-def _keys(row: dict) -> set[str]:
-    ids = [row.get("SIS Login ID", ""), row.get("SIS User ID", "")]
-    return {k for i in ids if i for k in (student_id(i), i.lower())}
-
-
-def _words(text: str) -> str:
+def title_words(text: str) -> str:
+    """``text`` as lower-case words joined and framed by ``_`` (so ``in`` matches whole words)."""
     return "_" + re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") + "_"
 
 
-def assignment_columns(roster: Roster, assignments: list[str]) -> tuple[dict, list[str]]:
-    """``({assignment: roster column}, [assignments with no column])``: a column is an assignment's when
-    the assignment's name appears, as whole words, in the column's title (``ps2_math (12345)``,
-    ``PS2 math (12345)``, ``Problem set 2: ps2_math (12345)``). Two columns for one name is an error."""
-    titled = [c for c in roster.header if _ASSIGNMENT_ID.search(c)]
-    found, missing = {}, []
-    for name in assignments:
-        hits = [c for c in titled if _words(name) in _words(_ASSIGNMENT_ID.sub("", c))]
-        if len(hits) > 1:
-            raise PagedKVError(f"ROSTER {roster.path}: assignment {name!r} matches {len(hits)} columns {hits}; "
-                               "rename one in Canvas so that only one title holds it")
-        if hits:
-            found[name] = hits[0]
-        else:
-            missing.append(name)
-    return found, missing
-
-
-@dataclass
-class CanvasGrades:
-    """What :func:`import_rows` made: the CSV rows and everything it could not match, for the instructor."""
-
-    rows: list[list[str]]
-    columns: dict                                           # assignment -> roster column
-    no_column: list[str] = field(default_factory=list)      # our assignments with no roster column
-    not_in_roster: list[str] = field(default_factory=list)  # graded students no roster row matches
-    no_grades: list[str] = field(default_factory=list)      # roster students with no grade row
-    not_submitted: int = 0                                  # grade rows left blank (nothing handed in)
-    points_differ: list[str] = field(default_factory=list)  # assignments whose max score != Canvas's points
-
-    def warnings(self) -> list[str]:
-        out = [f"no Canvas column for {a} (its title must contain the name; see ROSTER)" for a in self.no_column]
-        out += [f"graded student {s!r} is not in the roster (no SIS Login ID or SIS User ID matches); "
-                "their grades are NOT in the Canvas file" for s in self.not_in_roster]
-        out += [f"roster student {s} has no grades here; their cells are blank (Canvas keeps what it has)"
-                for s in self.no_grades]
-        out += self.points_differ
-        if self.not_submitted:
-            out.append(f"{self.not_submitted} grade rows are 'not submitted': left blank, not 0")
-        return out
-
-
-def _score(text: str) -> str:
-    return f"{float(text):.2f}"
-
-
-def import_rows(grades: list[dict], roster: Roster, assignments: list[str]) -> CanvasGrades:
-    """Canvas import rows from nbgrader's ``grades.csv`` rows (with ``status``) and the roster.
-
-    Every roster student keeps a row with Canvas's identity columns; a score goes under the assignment's
-    roster column, with two decimals as Canvas exports them. The Points Possible row is the roster's own
-    (writing other points would change the assignment in Canvas).
-    """
-    columns, no_column = assignment_columns(roster, assignments)
-    out = CanvasGrades([], columns, no_column)
-    keys = {}
-    for row in roster.students:
-        for k in _keys(row):
-            keys.setdefault(k, row["ID"])
-    scores: dict[str, dict] = {}
-    for g in grades:
-        column = columns.get(g["assignment"])
-        if column is None:
-            continue
-        uid = keys.get(g["student_id"]) or keys.get(g["student_id"].lower())
-        if uid is None:
-            if g["student_id"] not in out.not_in_roster:
-                out.not_in_roster.append(g["student_id"])
-            continue
-        if g.get("status") == "not submitted":
-            out.not_submitted += 1
-            continue
-        scores.setdefault(uid, {})[column] = _score(g["score"])
-        canvas_points = roster.points.get(column, "")
-        if g.get("max_score") and canvas_points and abs(float(g["max_score"]) - float(canvas_points)) > 1e-9:
-            note = (f"{g['assignment']}: nbgrader's maximum is {float(g['max_score']):g} points, Canvas's "
-                    f"'{column}' has {canvas_points}; scores are written as points, unscaled")
-            if note not in out.points_differ:
-                out.points_differ.append(note)
-    identity, cols = roster.identity, list(columns.values())
-    out.rows.append(identity + cols)
-    out.rows.append(["    Points Possible"] + [""] * (len(identity) - 1) + [roster.points.get(c, "") for c in cols])
-    for row in roster.students:
-        mine = scores.get(row["ID"], {})
-        if not mine and cols:
-            out.no_grades.append(f"{row.get('Student', '')} (ID {row['ID']}, login {row.get('SIS Login ID') or '-'})")
-        out.rows.append([row.get(c, "") for c in identity] + [mine.get(c, "") for c in cols])
-    return out
-
-
-def write_import(path, rows: list[list[str]]) -> Path:
-    """Write the rows as the CSV Canvas's gradebook import reads (UTF-8, comma separated)."""
-    path = Path(path)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows(rows)
-    return path
-
-
-def export(course_dir, roster: Roster, grades_csv: str = "grades.csv", to: str = "grades-canvas.csv") -> CanvasGrades:
-    """Write ``<to>``: ``grades_csv`` (nbgrader's export, with status) as a Canvas gradebook import."""
-    root = Path(course_dir)
-    grades = list(csv.DictReader((root / grades_csv).open(encoding="utf-8")))
-    names = sorted({g["assignment"] for g in grades})
-    result = import_rows(grades, roster, names)
-    write_import(root / to, result.rows)
-    return result
-
-
-def parse(member: str, users=frozenset()) -> dict | None:
+def parse_download_name(member: str, users=frozenset()) -> dict | None:
     """``{name, late, user, file, original}`` of a Download Submissions member name, or None.
 
     A name may end in ``_<digits>`` and a file name may hold ``_<digits>_`` too, so the split is not
@@ -234,11 +124,11 @@ def parse(member: str, users=frozenset()) -> dict | None:
 def is_download(members: list[str]) -> bool:
     """Whether a zip's (or folder's) member names are Canvas's "Download Submissions" names: any notebook
     at the top level named ``<name>_<user id>_<attachment id>_<file>``."""
-    return any(m.endswith(".ipynb") and (parse(m) or ANONYMOUS.match(m)) for m in members)
+    return any(m.endswith(".ipynb") and (parse_download_name(m) or ANONYMOUS.match(m)) for m in members)
 
 
 def _assignment(original: str, assignments: list[str], default: str | None) -> str | None:
-    named = [a for a in assignments if _words(a) in _words(Path(original).stem)]
+    named = [a for a in assignments if title_words(a) in title_words(Path(original).stem)]
     return named[0] if len(named) == 1 else default
 
 
@@ -253,7 +143,7 @@ def placements(members: list[str], roster: Roster, assignments: list[str], defau
     for m in members:
         if not m.endswith(".ipynb"):
             continue
-        match = parse(m, users)
+        match = parse_download_name(m, users)
         row = users.get(match["user"]) if match else None
         if row is None and "/" not in m and ANONYMOUS.match(m):
             out[m] = "anonymous grading hides who submitted: turn it off in Canvas and download again"
@@ -281,7 +171,7 @@ def placements(members: list[str], roster: Roster, assignments: list[str], defau
 
 
 def placer(members: list[str], roster_path, assignments: list[str], default: str | None):
-    """For a Canvas download, a function like :func:`intake.place` that places its members; else None."""
+    """For a Canvas download, a function like :func:`collect_notebooks.place` that places its members; else None."""
     if not is_download(members):
         return None
     if not roster_path:
@@ -305,16 +195,17 @@ def _members(source: Path) -> list[str]:
     return [p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file()] if source.is_dir() else []
 
 
-def collect(source, course_dir=".", releases: dict | None = None, default: str | None = None, roster=None):
-    """:func:`intake.collect`, placing a Canvas "Download Submissions" zip (or its unpacked folder) through
-    ``roster``; any other collection as ``intake.collect`` does."""
+def collect_canvas_zip(source, course_dir=".", releases: dict | None = None, default: str | None = None, roster=None,
+                       limits=None):
+    """:func:`collect_notebooks.collect_notebooks`, placing a Canvas "Download Submissions" zip (or its
+    unpacked folder) through ``roster``; any other collection as ``collect_notebooks`` does."""
     names = sorted(releases or {})
     default = default or (names[0] if len(names) == 1 else None)
     where = placer(_members(Path(source)), roster, names, default)
-    found = intake.collect(source, course_dir, releases, default, where or intake.place)
+    found = collect_notebooks(source, course_dir, releases, default, where or place, limits)
     late = [key for key, member in found.placed.items() if where and _LATE.search(member)]
     for key in late:  # into collect.json, whose notes autograde puts in the student's status details
         found.problems.setdefault(key, []).append("handed in late (Canvas marked the file LATE)")
     if late:
-        (Path(course_dir) / intake.COLLECT_LOG).write_text(json.dumps(asdict(found), indent=1), encoding="utf-8")
+        (Path(course_dir) / COLLECT_LOG).write_text(json.dumps(asdict(found), indent=1), encoding="utf-8")
     return found

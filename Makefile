@@ -9,7 +9,7 @@ ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 # nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
 RUN    := PATH="$(BIN):$$PATH"
 
-.PHONY: setup lab instructor hub hub-stop test test-colab test-fast exercises keys collect autograde feedback export report clean-grading colab release
+.PHONY: setup lab instructor hub hub-stop test test-colab test-fast exercises keys collect autograde feedback export report clean-grading colab release collect-lessons
 
 # Which torch (README, "On your own machine"): auto reuses a torch >= 2.4 that $(PYTHON) already has
 # (conda, Colab), else the index's; TORCH=cpu takes PyTorch's CPU-only wheels; TORCH=reuse, TORCH=pypi.
@@ -108,6 +108,11 @@ keys: $(STAMP)  ## one variant key per learner, in keys.csv: make keys ROSTER=<C
 collect: $(STAMP)  ## place and clean downloaded notebooks: make collect FROM=downloads/ (a folder or zip; Canvas's zip with ROSTER=)
 	$(RUN) python -m pagedkv_lib.course collect "$(FROM)" $(if $(ROSTER),--roster="$(ROSTER)")
 
+# On a hub (hub/README.md): the lessons learners handed in from the Assignment List, for the report's predictions;
+# in their own folder, since they are not graded.
+collect-lessons: $(STAMP)  ## on a hub: bring the handed-in lessons to submitted-lessons/ (make report reads their predictions)
+	$(RUN) nbgrader collect lessons --CourseDirectory.submitted_directory=submitted-lessons
+
 TIMEOUT ?= 30
 autograde: $(STAMP)  ## grade submitted/ in the bubblewrap sandbox (TIMEOUT=30 s per cell; TRUST=1: no sandbox)
 	$(RUN) python -m pagedkv_lib.course autograde --timeout=$(TIMEOUT) $(if $(TRUST),--trust-submissions)
@@ -134,4 +139,4 @@ report: $(STAMP)  ## the class report: report/report.md (and .html): scores, pas
 	$(RUN) python -m pagedkv_lib.course report $(if $(NAMES),--names)
 
 clean-grading:  ## remove the instructor's grading outputs (gradebook, autograded/, feedback/, report/)
-	rm -rf autograded feedback report grading-logs grading-cache gradebook.db grades.csv grades-canvas.csv status.csv collect.json
+	rm -rf autograded feedback report grading-logs grading-cache submitted-lessons gradebook.db grades.csv grades-canvas.csv status.csv collect.json

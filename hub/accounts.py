@@ -13,7 +13,8 @@
   ``--course`` (default ``~/pagedkv``), owned by them: their nbgrader course directory, with its own
   ``.venv`` (the same hard-linked venv, importing the library from that course directory);
 - writes the variant keys for the roster in the course directory (``make keys``, as the instructor), so
-  each learner's server starts with their key;
+  each learner's server starts with their key, and releases the lessons in the exchange (as the
+  assignment ``lessons``), so learners can hand in their predictions;
 - takes every permission of other users off this checkout: it holds ``solutions/``, and nobody but root
   needs it now (the learners run the release, the instructor their own copy).
 
@@ -156,7 +157,8 @@ def install_runtime(release: Path, runtime: Path) -> Path:
     runtime.chmod(0o755)
     old = os.umask(0o022)
     try:
-        for name, src in (("release", release), ("singleuser", HERE / "singleuser")):
+        for name, src in (("release", release), ("singleuser", HERE / "singleuser"),
+                          ("handout/lessons", release / "notebooks")):
             if (runtime / name).exists():
                 shutil.rmtree(runtime / name)
             shutil.copytree(src, runtime / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -182,6 +184,19 @@ def write_keys(instructor: str, course: Path, roster: Path) -> None:
     subprocess.run(["runuser", "-u", instructor, "--", str(course / ".venv" / "bin" / "python"), "-m",
                     "pagedkv_lib.course", "keys", "--roster=hub-roster.csv"], cwd=course, check=True,
                    stdout=subprocess.DEVNULL)
+
+
+def publish_lessons(instructor: str, course: Path, runtime: Path, exchange: Path) -> None:
+    """Release the lessons in the exchange as the assignment ``lessons``, as the instructor, with nbgrader's own
+    release: a learner hands in ``~/lessons`` (their saved predictions) from the Assignment List, and
+    ``make collect-lessons`` brings them to the course for ``make report``."""
+    code = ("from nbgrader.coursedir import CourseDirectory\n"
+            "from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment\n"
+            f"where = CourseDirectory(root={str(course)!r}, course_id='pagedkv', "
+            f"release_directory={str(runtime / 'handout')!r}, assignment_id='lessons')\n"
+            f"ExchangeReleaseAssignment(coursedir=where, root={str(exchange)!r}, force=True).start()\n")
+    subprocess.run(["runuser", "-u", instructor, "--", str(course / ".venv" / "bin" / "python"), "-c", code],
+                   cwd="/", check=True, capture_output=True)
 
 
 def create(members: list[Member], exchange: Path, home_root: Path | None, course: Path | None,
@@ -305,6 +320,7 @@ def main(argv=None) -> int:
         course = Path(args.course) if args.course else Path(pwd.getpwnam(m.id).pw_dir) / "pagedkv"
         check_runs(m.id, course / ".venv" / "bin" / "python", "import pagedkv_lib.course.learner, nbgrader")
         write_keys(m.id, course, Path(args.roster))
+        publish_lessons(m.id, course, Path(args.runtime), Path(args.exchange))
     seal_checkout()
     check_learner(members, Path(args.runtime) / "venv" / "bin" / "python")
     print(f"accounts ready: {', '.join(f'{m.id} ({m.role})' for m in members)}; exchange {args.exchange}; "

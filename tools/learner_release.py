@@ -246,8 +246,9 @@ On the class's JupyterHub your key is already set: there is nothing to paste.
 
 ## Handing in
 
-- On the class's JupyterHub: *Nbgrader > Assignment List*, *Validate*, then *Submit*. Hand in the
-  lessons the same way if your instructor asks for them (your predictions are saved in each lesson).
+- On the class's JupyterHub: *Nbgrader > Assignment List*, *Validate*, then *Submit*. Hand in your
+  lessons the same way (the row `lessons`): the predictions you commit are saved in each lesson, and your
+  instructor sees the class's predictions together, without names unless they ask for them.
 - Elsewhere: save the notebook, download the `.ipynb` (Colab: *File > Download > Download .ipynb*) and
   hand in that file as your instructor says. Keep the `# ANSWER ...` line at the top of each answer cell:
   the grader finds your answer by it.

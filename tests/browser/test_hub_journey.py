@@ -37,6 +37,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("hu
 
 INSTRUCTOR, LEARNER1, LEARNER2 = "pkv-hub-instructor", "pkv-hub-learner1", "pkv-hub-learner2"
 ASSIGNMENT = "ps2_math"
+GATE = "q-waste"   # the first prediction gate of notebooks/01_intuition.ipynb
+PREDICTION_MIME = "application/vnd.pagedkv.prediction+json"   # how a committed gate is saved (README)
 PASSWORD = "correct-horse-battery-staple"
 SHOTS = ARTIFACTS / "hub"
 ACCOUNTS = [sys.executable, str(REPO / "hub" / "accounts.py")]
@@ -363,8 +365,8 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         # 2. learner1 fetches, answers correctly, validates and submits; 3. learner2 submits wrong answers
         for user, wrong in ((one, False), (two, True)):
             panel = user.assignment_list() if user is two else panel
-            panel.locator("button:text-is('Fetch')").first.click()
-            expect(panel.locator("button:text-is('Submit')").first).to_be_visible(timeout=60_000)
+            row(panel, ASSIGNMENT).locator("button:text-is('Fetch')").first.click()
+            expect(row(panel, ASSIGNMENT).locator("button:text-is('Submit')").first).to_be_visible(timeout=60_000)
             path = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
             fetched = user.api("GET", f"api/contents/{path}")["content"]
             assert [c["source"] for c in fetched["cells"]] == [
@@ -379,10 +381,28 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
             else:
                 assert "Success! Your notebook passes all the tests." in text, text[:1500]
             panel = user.assignment_list()
-            panel.locator("button:text-is('Submit')").first.click()
-            expect(panel.locator("button:text-is('Fetch Feedback')").first).to_be_visible(timeout=60_000)
+            row(panel, ASSIGNMENT).locator("button:text-is('Submit')").first.click()
+            expect(row(panel, ASSIGNMENT).locator("button:text-is('Fetch Feedback')").first).to_be_visible(timeout=60_000)
             user.shot(f"05-{user.name}-submitted")
             step(f"{user.name}: fetch, answer, validate, submit")
+
+        # learner1 hands in the lessons (make hub released them as `lessons`) with a prediction saved in one
+        # (written through the contents API as a committed gate saves it; the gates themselves are tested elsewhere)
+        lesson = one.api("GET", "api/contents/lessons/01_intuition.ipynb")["content"]
+        asking = next(c for c in lesson["cells"] if c["cell_type"] == "code" and f'W.ask("{GATE}"' in "".join(c["source"]))
+        asking["outputs"].append({"output_type": "display_data", "metadata": {}, "data": {PREDICTION_MIME: {
+            "v": 1, "gate": GATE, "notebook": "01_intuition", "kind": "choice", "value": "the reserved tail",
+            "right": None, "misconception": None, "time": "2026-12-03T12:00:00+00:00"}}})
+        one.api("PUT", "api/contents/lessons/01_intuition.ipynb", {"type": "notebook", "format": "json", "content": lesson})
+        panel = one.assignment_list()
+        row(panel, "lessons").locator("button:text-is('Submit')").first.click()
+        inbound = tmp / "exchange" / "pagedkv" / "inbound"
+        deadline = time.monotonic() + 120
+        while not list(inbound.glob(f"{LEARNER1}+lessons+*")):
+            assert time.monotonic() < deadline, f"no hand-in of the lessons in {sorted(inbound.iterdir())}"
+            one.page.wait_for_timeout(500)
+        one.shot("05-learner1-lessons-handed-in")
+        step("learner1 hands in the lessons")
 
         # permissions, from learner1's own kernel: not the exchange's inbound, not learner2's submission, not the course
         inbound = tmp / "exchange" / "pagedkv" / "inbound"
@@ -420,7 +440,13 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         teacher.shot("07-formgrader-collected")
         assert sorted(p.name for p in (course / "submitted").iterdir()) == [LEARNER1, LEARNER2]
         step("collect from formgrader")
-        run_in_terminal(teacher, course, "make autograde feedback report", "08-instructor-grading")
+        run_in_terminal(teacher, course, "make collect-lessons autograde feedback report", "08-instructor-grading")
+        handed_in = course / "submitted-lessons" / LEARNER1 / "lessons" / "01_intuition.ipynb"
+        assert handed_in.exists(), sorted(p.name for p in (course / "submitted-lessons").rglob("*"))
+        # the report counts learner1's lesson prediction, without naming them (NAMES=1 would)
+        report = (course / "report" / "report.md").read_text()
+        predictions = report[report.index("## Predictions before the reveal"):]
+        assert f"### {GATE} (lessons)" in predictions and LEARNER1 not in predictions, predictions[:3000]
         with open(course / "grades.csv", newline="") as f:
             grades = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f)}
         assert grades == {LEARNER1: auto, LEARNER2: 0.0}, grades
@@ -432,8 +458,8 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         # 5. each learner fetches their feedback and sees their own score
         for user, score in ((one, auto), (two, 0.0)):
             panel = user.assignment_list()
-            panel.locator("button:text-is('Fetch Feedback')").first.click()
-            link = panel.locator("a:text-is('view feedback'), a:has-text('feedback')").first
+            row(panel, ASSIGNMENT).locator("button:text-is('Fetch Feedback')").first.click()
+            link = row(panel, ASSIGNMENT).locator("a:text-is('view feedback'), a:has-text('feedback')").first
             expect(link).to_be_visible(timeout=60_000)
             user.shot(f"10-{user.name}-feedback-fetched")
             pages = user.api("GET", f"api/contents/{ASSIGNMENT}/feedback")["content"]
@@ -549,6 +575,11 @@ def probe_notebook(attempts: dict[str, str]) -> dict:
                        "outputs": [], "source": "\n".join(lines)}],
             "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
             "nbformat": 4, "nbformat_minor": 5}
+
+
+def row(panel, assignment: str):
+    """The Assignment List's row of ``assignment`` (the list also holds the released ``lessons``)."""
+    return panel.locator(f".list_item:has(.item_name:text-is('{assignment}'))")
 
 
 def formgrader_click(user: HubUser, action: str) -> None:

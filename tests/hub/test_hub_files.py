@@ -221,3 +221,20 @@ def _check_unsearchable(tmp_path, _unsearchable):
     (tmp_path / "private" / "python" / "bin" / "python3").chmod(0o750)
     assert _unsearchable(tmp_path / "private" / "python" / "bin" / "python3") == (
         tmp_path / "private" / "python" / "bin" / "python3")
+
+
+def test_the_report_counts_the_predictions_of_lessons_handed_in_on_the_hub_without_names(tmp_path):
+    from pagedkv_lib.course.instructor.reporting.prediction_report import LESSONS_HANDED_IN, prediction_section
+    lesson = json.loads((REPO / "notebooks" / "01_intuition.ipynb").read_text())
+    record = {"v": 1, "gate": "q-waste", "notebook": "01_intuition", "kind": "choice", "value": "the reserved tail",
+              "right": None, "misconception": None, "time": "2026-12-03T12:00:00+00:00"}
+    lesson["cells"][0]["outputs"] = [{"output_type": "display_data", "metadata": {},
+                                      "data": {"application/vnd.pagedkv.prediction+json": record}}]
+    for student in ("ann", "bob"):
+        where = tmp_path / LESSONS_HANDED_IN / student / "lessons"
+        where.mkdir(parents=True)
+        (where / "01_intuition.ipynb").write_text(json.dumps(lesson))
+    lines = "\n".join(prediction_section(tmp_path, tmp_path / "report"))
+    assert "2 committed predictions from 2 learners" in lines and "### q-waste (lessons)" in lines, lines
+    assert "ann" not in lines and "bob" not in lines
+    assert "ann" in "\n".join(prediction_section(tmp_path, tmp_path / "report", names=True))

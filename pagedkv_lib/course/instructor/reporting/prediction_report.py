@@ -17,6 +17,8 @@ from pathlib import Path
 from ..intake.notebook_cleaning import cell_grade_id, is_test
 from .prediction_records import ID, Prediction, declared_gates, read_predictions, shown
 
+LESSONS_HANDED_IN = "submitted-lessons"
+"""Where ``make collect-lessons`` puts the lessons learners hand in on a hub (``<student>/lessons/*.ipynb``)."""
 #: What could make learner text a link, image, tag, entity, emphasis, code, maths or table cell in Markdown
 #: (``:`` and ``@`` stop autolinks); CommonMark shows any of them literally after a backslash.
 _PUNCTUATION = frozenset("!#$&()*:<>@[\\]_`{|}~")
@@ -167,6 +169,8 @@ def prediction_section(course_dir, out_dir, releases: dict | None = None, names:
     """The report's Markdown lines for every gate; its figures go to ``<out_dir>/predictions/``."""
     root = Path(course_dir)
     preds, bad = read_predictions(root / "submitted")
+    lessons, lessons_bad = read_predictions(root / LESSONS_HANDED_IN)   # lessons handed in on a hub (ungraded)
+    preds, bad = preds + lessons, bad + lessons_bad
     by_gate: dict[tuple, list] = defaultdict(list)
     for assignment, release in (releases or {}).items():
         for gate in declared_gates(release):

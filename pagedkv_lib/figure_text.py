@@ -4,7 +4,8 @@ Each plot function of the course calls :func:`describe` on the axes it drew: a o
 the data it drew as a table (column names, then rows). :func:`alternative` collects them for a whole
 figure, with each axes' title as it stands when the figure is shown (a notebook may retitle it), and
 :func:`figure_html` draws the figure as a PNG ``<img>`` whose ``alt`` is that summary, with the table
-beside it in a ``<details>`` element a keyboard or screen reader can open.
+beside it in a ``<details>`` element a keyboard or screen reader can open. A described figure is its
+own ``_repr_html_``, so a notebook shows it that way (the inline backend's PNG stays beside it).
 
 Plain strings and the standard library only; no plotting library is imported here.
 """
@@ -38,6 +39,10 @@ def describe(ax, summary: str, columns: Sequence[str], rows: Sequence[Sequence])
             raise ValueError(f"rows[{i}] has {len(row)} cells, but there are {len(columns)} columns "
                              f"{columns!r}")
     setattr(ax, _KEY, AxesText(summary, columns, rows))
+    fig = ax.figure
+    # IPython asks an object for ``_repr_html_``: a notebook then shows this figure with its text. (A type
+    # printer for Figure would not last: the inline backend drops them all when it starts.)
+    fig._repr_html_ = lambda: figure_html(fig)
 
 
 def described(fig) -> list:

@@ -108,3 +108,15 @@ def test_a_revealed_course_figure_is_html_with_its_text_and_the_png_beside_it():
     assert 'alt="S=4: logical 46' in bundle["text/html"]
     fig, ax = plt.subplots()
     assert type(reveal.rendered(fig)).__name__ == "Image", "a figure of the learner's own stays a plain PNG"
+
+
+def test_ipython_shows_a_described_figure_as_html_and_a_plain_one_without():
+    from IPython.core.formatters import DisplayFormatter
+    from pagedkv_lib.lesson import viz
+    shown = DisplayFormatter()
+    ax = viz.plot_block_tables(allocate(PAGE_BATCH, 4))
+    data, _ = shown.format(ax.figure)
+    assert "text/html" in data and 'alt="S=4: logical 46' in data["text/html"]
+    fig, _ = plt.subplots()
+    assert "text/html" not in shown.format(fig)[0] or not shown.format(fig)[0]["text/html"]
+    plt.close("all")

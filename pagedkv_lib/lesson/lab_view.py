@@ -1,6 +1,6 @@
 """The interactive labs of the Demo lesson, as widgets around :mod:`pagedkv_lib.lesson.lab` and the simulator.
 
-:class:`AllocationLab`: pick a trace, a block size and sharing; predict which effect is
+:class:`AllocationLab`: pick a trace, type a block size, set sharing; predict which effect is
 largest in token slots; after the commit see the block map, the ledger, the contiguous comparison,
 the explanation and the verdict. Every control change plays the new configuration at once
 (so its figures are checked), then re-arms the gate: nothing about it shows until a new commit.
@@ -146,11 +146,14 @@ class AllocationLab(_Slotted):
         style = {"description_width": "13em"}
         wide = w.Layout(width="36em")
         self.trace = w.Dropdown(options=list(TRACES), value=trace, description="trace", style=style, layout=wide)
-        self.block_size = w.IntSlider(value=block_size, min=1, max=64, description="block size S (tokens)",
-                                      style=style, layout=wide, continuous_update=False)
+        # Number boxes, not sliders: ipywidgets' slider handle has no accessible name (WCAG 4.1.2), and a
+        # number box is typed or stepped with the arrow keys. Each applies on Enter or when focus leaves it.
+        narrow = w.Layout(width="20em")
+        self.block_size = w.BoundedIntText(value=block_size, min=1, max=64, description="block size S (tokens)",
+                                           style=style, layout=narrow)
         self.sharing = w.Checkbox(value=sharing, description="sharing (prefix cache and forks)", indent=False)
-        self.n = w.IntSlider(value=n, min=2, max=8, description="n (samples or beams)", style=style,
-                             layout=wide, continuous_update=False)
+        self.n = w.BoundedIntText(value=n, min=2, max=8, description="n (samples or beams)", style=style,
+                                  layout=narrow)
         self.about = w.HTML()
         self.gate_box = w.VBox()
         self.box = w.VBox([self.trace, self.block_size, self.n, self.sharing, self.about, self.gate_box])
@@ -178,14 +181,14 @@ class AllocationLab(_Slotted):
     def set(self, **controls) -> "AllocationLab":
         """Move controls from code (``trace=``, ``block_size=``, ``sharing=``, ``n=``); each re-arms.
 
-        Every value is checked before any control moves (a slider would clamp a bad one silently).
+        Every value is checked before any control moves (a number box would clamp a bad one silently).
         """
         for name, value in controls.items():
             if name == "trace":
                 check_choice("trace", value, TRACES)
             elif name in ("block_size", "n"):
-                slider = getattr(self, name)
-                check_int(name, value, minimum=slider.min, maximum=slider.max)
+                box = getattr(self, name)
+                check_int(name, value, minimum=box.min, maximum=box.max)
             elif name == "sharing":
                 if not isinstance(value, bool):
                     raise TypeError(f"sharing must be True or False, got {value!r}")

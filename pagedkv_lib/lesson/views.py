@@ -59,19 +59,3 @@ class FigureWithText:
         return {"text/html": self.html, "image/png": base64.b64encode(self.png).decode("ascii"),
                 "text/plain": f"<figure: {self.alt}>"}
 
-
-def show_figures_with_text() -> None:
-    """In IPython, show every figure a course function described as HTML with its text alternative.
-
-    Registers :func:`pagedkv_lib.figure_text.figure_html` as the ``text/html`` form of a matplotlib
-    ``Figure`` (the inline backend's PNG stays beside it); a figure nobody described gets no HTML."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
-    if shell is None:
-        return
-    from matplotlib.figure import Figure
-    from ..figure_text import figure_html
-    shell.display_formatter.formatters["text/html"].for_type(Figure, figure_html)

@@ -21,7 +21,6 @@ from ..blocks.contiguous import ContiguousArena
 from ..ledger import Ledger
 from ..figure_text import describe
 from ..palette import CACHED, COLORS, HATCHES, OWNERS, SHARED, text_on
-from .views import show_figures_with_text
 
 TOKEN, SLACK = COLORS["token_states"], COLORS["slack"]
 
@@ -373,6 +372,3 @@ def plot_three_ways(arena: ContiguousArena, paged: BlockManager, shared: BlockMa
         ax.set_xlim(-0.5, width + 0.5)
     fig.tight_layout()
     return fig
-
-
-show_figures_with_text()   # in a notebook, each figure above shows with its text alternative and data

@@ -46,7 +46,7 @@ def test_gates_hide_the_reveal_until_the_commit_and_refuse_a_second(lab, page, n
 def test_the_lab_rearms_when_the_block_size_moves(lab, page):
     notebook = open_notebook(page, lab, "notebooks/04_demo.ipynb")
     run_all(page, notebook)
-    the_lab = notebook.locator(".widget-vbox:has(> .widget-dropdown):has(.widget-slider)").first
+    the_lab = notebook.locator(".widget-vbox:has(> .widget-dropdown):has(> .widget-text)").first
     the_lab.scroll_into_view_if_needed()
     gate = gate_boxes(the_lab)
     expect(gate).to_contain_text("S = 16")   # waits: under load the box may still be drawing
@@ -54,15 +54,15 @@ def test_the_lab_rearms_when_the_block_size_moves(lab, page):
     expect(gate.locator("button:text-is('Commit')")).to_be_disabled()
     wait_idle(page)
     page.screenshot(path=str(page.shots / "01-committed.png"))
-    readout = the_lab.locator(".widget-slider:has-text('block size') .widget-readout")
-    readout.click()
+    box = the_lab.locator(".widget-text:has-text('block size') input")
+    box.click()
     page.keyboard.press("Control+A")
     page.keyboard.type("8")
     page.keyboard.press("Enter")
     expect(the_lab).to_contain_text("S = 8, sharing on")   # the gate box is rebuilt: find it again
     gate = gate_boxes(the_lab)
     the_lab.scroll_into_view_if_needed()
-    page.screenshot(path=str(page.shots / "02-slider-moved.png"))
+    page.screenshot(path=str(page.shots / "02-block-size-typed.png"))
     assert gate.locator(jlab.OUTPUT).count() == 0, "the old reveal still shows"
     assert not gate.locator("button:text-is('Commit')").is_disabled(), "the gate did not re-arm"
     assert "You predicted" not in the_lab.inner_text()

@@ -120,3 +120,12 @@ def test_ipython_shows_a_described_figure_as_html_and_a_plain_one_without():
     fig, _ = plt.subplots()
     assert "text/html" not in shown.format(fig)[0] or not shown.format(fig)[0]["text/html"]
     plt.close("all")
+
+
+def test_the_class_report_figures_carry_their_numbers_in_their_alt_text(tmp_path):
+    from pagedkv_lib.course.instructor.reporting.class_report import _figures
+    results = {("ps2_math", "q1_tests"): {"passed": 1, "total": 2}, ("ps2_math", "q2_tests"): {"passed": 2, "total": 2}}
+    scores_alt, rates_alt = _figures(tmp_path, [0.0, 7.0, 7.0], results, {"q2_tests": "Q2: blocks [needed]"})
+    assert scores_alt.endswith("3 grade rows: 0 points, 1; 7 points, 2")
+    assert rates_alt == r"Pass rate per question: q1\_tests 50%; Q2 100%"
+    assert (tmp_path / "scores.png").exists() and (tmp_path / "pass_rates.png").exists()

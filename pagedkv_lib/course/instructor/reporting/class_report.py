@@ -15,7 +15,7 @@ from ..course_layout import SOURCE, SUBMITTED
 from ..intake.notebook_cleaning import cell_grade_id, is_test
 from .grades_export import read_statuses
 from .learner_feedback import question_titles
-from .prediction_report import prediction_section, write_html
+from .prediction_report import prediction_section, safe, write_html
 from .similar_answers import similar_answers
 
 #: Status words that flag an attempt on the grader (see intake/prepare_submission.py and grading/).
@@ -45,12 +45,13 @@ def question_results(autograded_dir: Path) -> dict:
     return dict(out)
 
 
-def _figures(out_dir: Path, scores: list[float], results: dict, titles: dict) -> None:
+def _figures(out_dir: Path, scores: list[float], results: dict, titles: dict) -> tuple[str, str]:
+    """``scores.png`` and ``pass_rates.png``; returns their text alternatives, which carry the same numbers."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.hist(scores, bins=min(20, max(5, len(set(scores)))), color="#4C72B0", edgecolor="white")
+    ax.hist(scores, bins=min(20, max(5, len(set(scores)))), color="#004488", edgecolor="white")
     ax.set(xlabel="score (points)", ylabel="students", title="Class scores")
     fig.tight_layout()
     fig.savefig(out_dir / "scores.png", dpi=110)
@@ -58,12 +59,18 @@ def _figures(out_dir: Path, scores: list[float], results: dict, titles: dict) ->
     keys = sorted(results)
     fig, ax = plt.subplots(figsize=(6, 0.45 * len(keys) + 1))
     rates = [100 * results[k]["passed"] / max(1, results[k]["total"]) for k in keys]
-    ax.barh([titles.get(k[1], k[1]).split(":")[0] for k in keys], rates, color="#55A868")
+    names = [titles.get(k[1], k[1]).split(":")[0] for k in keys]
+    ax.barh(names, rates, color="#004488")
     ax.set(xlim=(0, 100), xlabel="students passing (%)", title="Pass rate per question")
     ax.invert_yaxis()
     fig.tight_layout()
     fig.savefig(out_dir / "pass_rates.png", dpi=110)
     plt.close(fig)
+    spread = Counter(scores)
+    scores_alt = (f"Histogram of the class scores, {len(scores)} grade rows: "
+                  + "; ".join(f"{s:g} points, {n}" for s, n in sorted(spread.items())))
+    rates_alt = "Pass rate per question: " + "; ".join(f"{safe(n)} {r:.0f}%" for n, r in zip(names, rates))
+    return scores_alt, rates_alt
 
 
 def report(course_dir=".", grades_csv: str = "grades.csv", out: str = "report", releases: dict | None = None,
@@ -76,10 +83,10 @@ def report(course_dir=".", grades_csv: str = "grades.csv", out: str = "report", 
     scores = [float(r["raw_score"]) for r in grades]
     results = question_results(root / "autograded")
     titles = {gid: t for rel in (releases or {}).values() for gid, t in question_titles(rel).items()}
-    _figures(out_dir, scores, results, titles)
+    scores_alt, rates_alt = _figures(out_dir, scores, results, titles)
     lines = ["# Class report", "", f"{len(grades)} grade rows; median score "
-             f"{sorted(scores)[len(scores) // 2] if scores else 0:g}.", "", "![scores](scores.png)", "",
-             "## Questions", "", "![pass rates](pass_rates.png)", "",
+             f"{sorted(scores)[len(scores) // 2] if scores else 0:g}.", "", f"![{scores_alt}](scores.png)", "",
+             "## Questions", "", f"![{rates_alt}](pass_rates.png)", "",
              "| question | passed | most common failure messages (count) |", "|---|---|---|"]
     for key in sorted(results):
         res = results[key]

@@ -65,43 +65,64 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
 
 
-def _figure(path: Path, gate: str, preds: list[Prediction]) -> None:
-    """A bar chart of the answers (a histogram for numbers), coloured by the record's verdict."""
+VERDICT_STYLE = {True: ("#004488", "", "right"), False: ("#D55E00", "xx", "wrong"), None: ("#BBBBBB", "..", "no verdict")}
+"""Fill, hatching and name of each verdict in the answer figures: blue and vermilion stay apart for
+colour-blind readers, and the hatching (and, on bars, the verdict written beside each answer) tells
+them apart without colour."""
+
+
+def _figure(path: Path, gate: str, preds: list[Prediction]) -> str:
+    """A bar chart of the answers (a histogram for numbers), styled by the record's verdict; returns its
+    text alternative (the answers and their counts), as Markdown that shows learner text literally."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
-    colour = {True: "#55A868", False: "#C44E52", None: "#8C8C8C"}
-    label = {True: "right", False: "wrong", None: "no verdict"}
+    colour = {v: style[0] for v, style in VERDICT_STYLE.items()}
+    hatch = {v: style[1] for v, style in VERDICT_STYLE.items()}
+    label = {v: style[2] for v, style in VERDICT_STYLE.items()}
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
     if preds[0].kind == "number":
         values = [p.value for p in preds]
         lo, hi = min(values), max(values)
         groups = [(v, [p.value for p in preds if p.right is v]) for v in (True, False, None)]
         groups = [(v, xs) for v, xs in groups if xs]
-        ax.hist([xs for _, xs in groups], bins=np.linspace(lo, hi if hi > lo else lo + 1, 16), stacked=True,
-                color=[colour[v] for v, _ in groups], edgecolor="white")
+        _, _, bars = ax.hist([xs for _, xs in groups], bins=np.linspace(lo, hi if hi > lo else lo + 1, 16),
+                             stacked=True, color=[colour[v] for v, _ in groups], edgecolor="white")
+        for (v, _), group in zip(groups, bars if len(groups) > 1 else [bars]):
+            for bar in group:
+                bar.set_hatch(hatch[v])
         ax.set(xlabel="predicted value", ylabel="learners")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        shown = [v for v, _ in groups]
+        present = [v for v, _ in groups]
+        tally = Counter((shown(p.value), p.right) for p in preds).most_common(8)
     else:
         counts = Counter(p.value for p in preds).most_common(8)
         verdict = {v: Counter(p.right for p in preds if p.value == v).most_common(1)[0][0] for v, _ in counts}
         # learner text as a label: "$" would start matplotlib's mathtext, so it is escaped
-        labels = [(v if len(v) <= 28 else v[:27] + "…").replace("$", r"\$") for v, _ in counts]
-        ax.barh(range(len(counts)), [n for _, n in counts], color=[colour[verdict[v]] for v, _ in counts])
+        labels = [(v if len(v) <= 24 else v[:23] + "…").replace("$", r"\$") + f" ({label[verdict[v]]})"
+                  for v, _ in counts]
+        bars = ax.barh(range(len(counts)), [n for _, n in counts], color=[colour[verdict[v]] for v, _ in counts],
+                       edgecolor="white")
+        for bar, (v, _) in zip(bars, counts):
+            bar.set_hatch(hatch[verdict[v]])
         ax.set_yticks(range(len(counts)), labels)
         ax.invert_yaxis()
         ax.set(xlabel="learners")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        shown = sorted(set(verdict.values()), key=lambda v: (v is None, v is False))
-    ax.legend(handles=[Patch(color=colour[v], label=label[v]) for v in shown], frameon=False, fontsize=8)
+        present = sorted(set(verdict.values()), key=lambda v: (v is None, v is False))
+        tally = [((v, verdict[v]), n) for v, n in counts]
+    ax.legend(handles=[Patch(fc=colour[v], ec="white", hatch=hatch[v], label=label[v]) for v in present],
+              frameon=False, fontsize=8)
     ax.set_title(f"{gate}: {len(preds)} learners", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return (f"Answers of {_count(len(preds), 'learner')} at {_id(gate)}: "
+            + "; ".join(f"{safe(' '.join(value.split()))}, {_count(n, 'learner')} ({label[right]})"
+                        for (value, right), n in tally))
 
 
 def _gate_section(gate: str, assignment: str, preds: list[Prediction], scores: dict, fig_dir: Path,
@@ -115,8 +136,8 @@ def _gate_section(gate: str, assignment: str, preds: list[Prediction], scores: d
              else "no verdicts")
     lines += [f"{_count(len(preds), 'learner')} committed; {share}.", ""]
     path = fig_dir / f"{_slug(assignment)}--{_slug(gate)}.png"
-    _figure(path, gate, preds)
-    lines += [f"![{_id(gate)}]({fig_dir.name}/{path.name})", ""]
+    alt = _figure(path, gate, preds)
+    lines += [f"![{alt}]({fig_dir.name}/{path.name})", ""]
     wrong = Counter(p.value if p.kind != "number" else shown(p.value) for p in preds if p.right is False)
     if wrong:
         lines += ["| most common wrong answers | learners | misconception it matches |", "|---|---|---|"]
@@ -199,7 +220,7 @@ def write_html(markdown_path) -> Path:
     import mistune
     path = Path(markdown_path)
     body = mistune.create_markdown(escape=True, plugins=["table"])(path.read_text(encoding="utf-8"))
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>Class report</title><style>"
+    page = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Class report</title><style>"
             "body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em}"
             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}td{overflow-wrap:anywhere}"
             "img{max-width:100%}"

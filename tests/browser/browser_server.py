@@ -27,6 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("PAGEDKV_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = REPO / "artifacts" / "browser"
 WINDOW = {"width": 1280, "height": 800}
+WAIT_MS = 300_000
+"""Ceiling of one wait on a page's state (ms). Waits end as soon as the state holds; the ceiling only says when
+to give up, and is generous: under load (two cores busy) a kernel's first output took over 60 s."""
+WAIT_S = WAIT_MS / 1000
 ENABLE = ("install Debian's chromium (`sudo apt-get install chromium`) and Playwright for Python "
           "(`make setup` installs it with the `browser` extra); never `playwright install`")
 
@@ -95,7 +99,7 @@ class Server:
             self.api(f"api/sessions/{session['id']}", method="DELETE")
 
 
-def start(target: str, root: Path, log: Path, timeout: float = 120) -> Server:
+def start(target: str, root: Path, log: Path, timeout: float = WAIT_S) -> Server:
     """Run ``make <target>`` in ``root`` with the repository's .venv, until its API answers."""
     venv = root / ".venv"
     if not venv.exists():
@@ -104,7 +108,7 @@ def start(target: str, root: Path, log: Path, timeout: float = 120) -> Server:
     return launch(lambda port: ["make", "-o", ".venv/.installed", target, f"PORT={port}"], root, log, timeout)
 
 
-def launch(command, root: Path, log: Path, timeout: float = 120) -> Server:
+def launch(command, root: Path, log: Path, timeout: float = WAIT_S) -> Server:
     """Run ``command(port)`` in ``root`` with a fresh token, in a session of its own, until it answers."""
     port, token = free_port(), secrets.token_hex(16)
     # the user's own Jupyter settings and saved workspaces (open tabs) stay out of it

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .browser_server import Server, launch
+from .browser_server import WAIT_MS, WAIT_S, Server, launch
 from .pages import page_screenshots, wait_all_ran, wait_until_idle
 
 OUTPUT = ".output_subarea"
@@ -55,7 +55,7 @@ def kernel_status(page) -> str:
     return next((c[len("kernel_"):-len("_icon")] for c in name.split() if c.startswith("kernel_")), "")
 
 
-def wait_idle(page, timeout: float = 120) -> None:
+def wait_idle(page, timeout: float = WAIT_S) -> None:
     wait_until_idle(page, kernel_status, timeout)
 
 
@@ -63,9 +63,9 @@ def open_notebook(page, server: Server, path: str):
     """Open ``path`` in a fresh kernel; wait until it is idle and the widget manager is loaded."""
     server.close_sessions()
     page.goto(server.url(f"notebooks/{path}"))
-    page.wait_for_selector("#notebook .cell", timeout=90_000)
+    page.wait_for_selector("#notebook .cell", timeout=WAIT_MS)
     wait_idle(page)
-    page.wait_for_function("() => (Jupyter.WidgetManager?._managers || []).length > 0", timeout=60_000)
+    page.wait_for_function("() => (Jupyter.WidgetManager?._managers || []).length > 0", timeout=WAIT_MS)
     return page.locator("#notebook-container")
 
 
@@ -74,7 +74,7 @@ def prompts(notebook) -> list[str]:
     return [" ".join(t.split()) for t in notebook.locator(".code_cell .input_prompt").all_inner_texts()]
 
 
-def run_all(page, notebook, timeout: float = 240) -> None:
+def run_all(page, notebook, timeout: float = 2 * WAIT_S) -> None:
     """Cell > Run All from the menu bar; wait until every code cell has run and the kernel is idle."""
     page.locator("#menus a.dropdown-toggle:text-is('Cell')").click()
     page.locator("#run_all_cells > a").click()

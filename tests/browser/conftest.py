@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from . import classic as _classic
-from .browser_server import ARTIFACTS, CHROMIUM, WINDOW, clean_copy, require_browser, start, stop
+from .browser_server import ARTIFACTS, CHROMIUM, WAIT_MS, WINDOW, clean_copy, require_browser, start, stop
 
 
 def _serve(target, tmp_path_factory, begin=None):
@@ -64,7 +64,9 @@ def page(browser, request):
     """A fresh 1280 x 800 tab; its screenshots go to artifacts/browser/<test name>/."""
     context = browser.new_context(viewport=WINDOW)
     tab = context.new_page()
-    tab.set_default_timeout(60_000)
+    # Every wait of the browser tests waits on a state (a selector, a text, the kernel's status); this is
+    # only the ceiling of each, generous because a loaded machine (a CI runner, a laptop) is slow.
+    tab.set_default_timeout(WAIT_MS)
     tab.shots = ARTIFACTS / request.node.name.replace("[", "-").replace("]", "")
     shutil.rmtree(tab.shots, ignore_errors=True)
     tab.shots.mkdir(parents=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import uuid
+from .browser_server import WAIT_MS, WAIT_S
 from .pages import page_screenshots, wait_all_ran, wait_until_idle
 
 
@@ -21,7 +22,7 @@ def open_notebook(page, server, path: str):
     server.close_sessions()  # a fresh kernel: nothing left from an earlier test
     # a workspace of its own: no tabs left open by an earlier test, no restored layout
     page.goto(server.url(f"lab/workspaces/t{uuid.uuid4().hex[:12]}/tree/{path}"))
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=WAIT_MS)
     wait_idle(page)
     return page.locator(".jp-NotebookPanel:visible .jp-Notebook")
 
@@ -31,7 +32,7 @@ def kernel_status(page) -> str:
         "data-status") or ""
 
 
-def wait_idle(page, timeout: float = 120) -> None:
+def wait_idle(page, timeout: float = WAIT_S) -> None:
     wait_until_idle(page, kernel_status, timeout)
 
 
@@ -63,7 +64,7 @@ def prompts(notebook) -> list[str]:
     return [t.strip() for t in notebook.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()]
 
 
-def run_all(page, notebook, timeout: float = 240) -> None:
+def run_all(page, notebook, timeout: float = 2 * WAIT_S) -> None:
     """Run > Run All Cells, and wait until every code cell has run and the kernel is idle.
 
     Every output is cleared first: a notebook saved with its outputs (an earlier test's File > Save)

@@ -94,7 +94,7 @@ def check_gate(page, notebook, box, name: str, reveal: str, wait_idle) -> list[s
     # a second commit is refused: controls disabled, and forcing a click changes nothing
     shown = out.count()
     box.locator("button:text-is('Commit')").click(force=True)
-    page.wait_for_timeout(500)
+    wait_idle(page)   # whatever the click asked of the kernel is done
     assert out.count() == shown, "a second commit changed the reveal"
     return revealed
 
@@ -149,7 +149,7 @@ def wait_all_ran(page, notebook, prompts, kernel_status, blank: str, timeout: fl
 PREDICTION_MIME = "application/vnd.pagedkv.prediction+json"  # the saved commit's wire format, as a test states it
 
 
-def saved_records(path, timeout: float = 30, min_count: int = 1) -> list[dict]:
+def saved_records(path, timeout: float = 300, min_count: int = 1) -> list[dict]:
     """The prediction records in the notebook file at ``path``, once the save has written ``min_count``."""
     deadline = time.monotonic() + timeout
     while True:

@@ -5,8 +5,9 @@ import re
 
 import pytest
 
-from .browser_server import REPO
+from .browser_server import REPO, WAIT_MS
 from .jlab import accept_dialog, open_notebook, wait_idle
+from .pages import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
@@ -28,9 +29,9 @@ def validate(page) -> str:
     page.locator(".jp-NotebookPanel:visible .jp-Toolbar button:has-text('Validate'),"
                  ".jp-NotebookPanel:visible .jp-Toolbar :text-is('Validate')").first.click()
     dialog = page.locator(".jp-Dialog")
-    dialog.wait_for(timeout=180_000)
+    dialog.wait_for(timeout=WAIT_MS)
     page.wait_for_function("() => !document.querySelector('.jp-Dialog').innerText.includes('Validating')",
-                           timeout=180_000)
+                           timeout=WAIT_MS)
     text = dialog.inner_text()
     page.screenshot(path=str(page.shots / "validate.png"))
     accept_dialog(page)
@@ -81,7 +82,7 @@ def test_learners_do_not_get_the_instructor_tools(lab, page):
 
 def test_the_instructor_formgrader_lists_the_assignments(instructor, page):
     page.goto(instructor.url("formgrader"))
-    page.wait_for_selector("text=ps2_math", timeout=60_000)
+    page.wait_for_selector("text=ps2_math", timeout=WAIT_MS)
     page.screenshot(path=str(page.shots / "formgrader.png"))
     for path in PSETS:
         assert path.split("/")[1] in page.inner_text("body")
@@ -105,6 +106,7 @@ def test_the_set_up_cell_prints_practice_numbers_and_then_the_pasted_keys_own(la
     page.keyboard.press("Shift+Enter")
     wait_idle(page)
     run_cell(page, setup)
+    expect(shown).to_contain_text("Your numbers for ps2_math")   # waits: the new output replaces the old
     setup.scroll_into_view_if_needed()
     page.screenshot(path=str(page.shots / "01-your-numbers.png"))
     text = shown.inner_text()

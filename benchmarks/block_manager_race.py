@@ -40,6 +40,7 @@ import argparse
 import functools
 import importlib
 import importlib.util
+import math
 import os
 import platform
 import random
@@ -50,7 +51,7 @@ import time
 import types
 
 from at_revision import library_at  # benchmarks/, this script's folder, is on sys.path
-from pagedkv_lib.blocks.block_hash import HASH_FUNCTIONS
+from pagedkv_lib.blocks.block_hash import HASH_FUNCTIONS, chain_hashes
 from pagedkv_lib.blocks.hashed_prefix_cache import HashedBlockManager
 from pagedkv_lib.blocks.manager import BlockManager
 
@@ -191,6 +192,20 @@ def run_nano(module, ops, num_blocks: int, block_size: int, caching: bool) -> tu
     return time.process_time() - t0, hits
 
 
+def hash_cost(block_size: int, seed: int) -> None:
+    """Nanoseconds of process time per token to chain-hash 65,536 random token ids, best of 7, per hash."""
+    rng = random.Random(seed)
+    tokens = [rng.randrange(VOCAB) for _ in range(1 << 16)]
+    print(f"# {time.strftime('%Y-%m-%d %H:%M %Z')}, load average {os.getloadavg()[0]:.2f}; blocks of {block_size}")
+    for name in HASH_FUNCTIONS:
+        best = math.inf
+        for _ in range(7):
+            t0 = time.process_time()
+            chain_hashes(tokens, block_size, hash_fn=name)
+            best = min(best, time.process_time() - t0)
+        print(f"{name}: {best / len(tokens) * 1e9:.1f} ns per token")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nano-vllm-repo", required=True, metavar="PATH",
@@ -203,9 +218,13 @@ def main() -> None:
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hash-cost", action="store_true",
+                    help="only time chain_hashes per token for every block hash (65,536 tokens, best of 7)")
     ap.add_argument("--hashes", nargs="*", default=["sha256", "blake2b-64"], choices=sorted(HASH_FUNCTIONS),
                     help="race the hash-chained manager under these block hashes")
     args = ap.parse_args()
+    if args.hash_cost:
+        return hash_cost(args.block_size, args.seed)
     if importlib.util.find_spec("xxhash") is None:
         sys.exit("nano-vllm's block manager needs xxhash: pip install xxhash")
     nano = load_nano_vllm(args.nano_vllm_repo)

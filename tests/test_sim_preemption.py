@@ -344,3 +344,14 @@ def test_timed_loop_equals_the_token_by_token_reference(trace, chunked, budget, 
     assert sorted(res.token_gaps_s.tolist()) == pytest.approx(sorted(ref.gaps))
     assert (res.stalled_decodes, res.preempted_swap, res.preempted_recompute, res.swapped_bytes) == (
         ref.stalls, ref.swaps, ref.recomputes, ref.moved_total)
+
+
+def test_conversation_and_tier_arguments_are_refused_by_name():
+    with pytest.raises(ValueError, match="turns"):
+        multi_turn_conversations(3, turns=(5, 2))
+    with pytest.raises(ValueError, match="conversations_per_s"):
+        multi_turn_conversations(3, conversations_per_s=0)
+    with pytest.raises(TypeError, match="ConversationTrace"):
+        replay_with_cpu_tier(trace_from_lengths([4], [4]), gpu_blocks=10, cpu_blocks=0)
+    with pytest.raises(ValueError, match="cpu_blocks"):
+        replay_with_cpu_tier(multi_turn_conversations(3), gpu_blocks=4000, cpu_blocks=-1)

@@ -183,5 +183,17 @@ def reference_values(cells: list[dict], key: str) -> dict:
     finally:
         if before is not None:
             os.environ[KEY_ENV] = before
-    names = [m for c in cells if c["cell_type"] == "code" for m in re.findall(r'_t\.value\("(\w+)"\)', HIDDEN.sub("", _src(c)))]
-    return {n: ns[n] for n in dict.fromkeys(names) if n in ns}
+    return {n: ns[n] for n in answer_names(cells) if n in ns}
+
+
+_VALUE = re.compile(r'\bt\.value\("(\w+)"\)|\b_(?:set|count|fraction)\(t, "(\w+)"')
+
+
+def answer_names(cells: list[dict]) -> list[str]:
+    """The variables the visible checks read (``t.value(name)``), in order: in the test cells' visible
+    parts and in the library module of visible checks they call (``course/learner/pset_checks``)."""
+    from psets_leaks import visible_checks_source
+    sources = [HIDDEN.sub("", _src(c)) for c in cells if c["cell_type"] == "code"]
+    modules = {m for source in sources for m in re.findall(r"pset_checks import (\w+) as", source)}
+    sources += [visible_checks_source(m) for m in sorted(modules)]
+    return list(dict.fromkeys(a or b for source in sources for a, b in _VALUE.findall(source.replace("_t.value", "t.value"))))

@@ -5,6 +5,7 @@ import ast
 import math
 import re
 from fractions import Fraction
+from pathlib import Path
 
 #: A visible number "one factor" from a hidden value: x2 for K and V, x8 for bits or 64/8 heads.
 FACTORS = (1, 2, 8)
@@ -105,3 +106,10 @@ def learner_leaks(static: set, printed: set, answers: set) -> list[tuple]:
     since the text does not know the learner's numbers)."""
     exact = {(v, h) for h in answers if worth_checking(h) for v in static if Fraction(v) == Fraction(h)}
     return sorted(set(leaks(printed, answers)) | exact)
+
+
+def visible_checks_source(name: str) -> str:
+    """The source of set ``name``'s visible checks in the library (``course/learner/pset_checks``), which
+    its test cells call: a learner reads it as they read the cells."""
+    return (Path(__file__).resolve().parents[1] / "pagedkv_lib" / "course" / "learner" / "pset_checks"
+            / f"{name}.py").read_text(encoding="utf-8")

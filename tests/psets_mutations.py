@@ -187,7 +187,7 @@ PS4 = [
      'rows["paged"]["mean_batch"] / rows["max"]["mean_batch"]'),  # the wrong baseline
     ("q5_answer", "q5_tests", '["prefix-sharing savings"]', '["tail slack"]'),
     ("q5_answer", "q5_tests", '["prefix-sharing savings"]', '["reservation waste (contiguous)"]'),
-    ("q5_answer", "q5_tests", ' * bytes_per_token(V.q5_model)', ''),  # slots, not bytes
+    ("q5_answer", "q5_tests", ' * bytes_per_token(V.q5_model, V.q5_dtype)', ''),  # slots, not bytes
 ]
 
 PS4_STYLES = [
@@ -196,8 +196,22 @@ PS4_STYLES = [
     ("q3_answer", "import numpy as np\ncapacity_tokens = np.int64(kv_capacity(V.q3_model, V.q3_gpu_gib * 2**30, "
                   "utilization=V.q3_utilization).tokens)\n"),
     ("q5_answer", "lab = run_lab('parallel sampling', block_size=V.q5_block_size, sharing=True, n=V.q5_samples)\n"
-                  "lab_sharing_saved_bytes = int(lab.effects['prefix-sharing savings']) * bytes_per_token(V.q5_model)\n"),
+                  "lab_sharing_saved_bytes = int(lab.effects['prefix-sharing savings']) * bytes_per_token(V.q5_model, dtype=V.q5_dtype)\n"),
 ]
 
 MUTATIONS = {"ps1_intuition": PS1, "ps2_math": PS2, "ps3_code": PS3, "ps4_demo": PS4}
 STYLES = {"ps1_intuition": PS1_STYLES, "ps2_math": PS2_STYLES, "ps3_code": PS3_STYLES, "ps4_demo": PS4_STYLES}
+
+#: Two slips at once, and what the one-line message must name (each text in it), with none of ``blamed``
+#: (the parts that were right): (set, answer cell, test, [(old, new), ...], named, blamed).
+COMBINED = [
+    ("ps3_code", "q1_answer", "q1_tests", [("* block_size + p % block_size", "+ p % block_size + 1")],
+     ["Two slips at once", "multiply it by block_size", "off by one"], ["block table"]),
+    ("ps3_code", "q5_answer", "q5_tests", [("repeat_interleave(H_q // H_kv, dim=1)", "repeat(1, H_q // H_kv, 1)"),
+                                           (" / math.sqrt(D)", "")],
+     ["two slips at once", "h // G", "1 / sqrt(D)"], ["gather", "table", "length"]),
+    ("ps3_code", "q5_answer", "q5_tests", [(" / math.sqrt(D)", ""), ("T = int(seq_lens[i])", "T = int(seq_lens[i]) - 1")],
+     ["two slips at once", "1 / sqrt(D)", "seq_lens[b] tokens"], ["gather", "h // G", "block_tables"]),
+    ("ps3_code", "bonus_answer", "bonus_tests", [("heads = h * GROUP + g", "heads = g * H_KV + h"), ("axis=2) * scale", "axis=2)")],
+     ["two slips at once", "h * GROUP", "scale (1 / sqrt(D))"], ["block ids", "mask", "rescaling"]),
+]

@@ -1,4 +1,6 @@
 """checks.yours: test cells reach learner code through it, so every failure there reads as one line.
+And the one line blames no part that was right: slips that explain a wrong result are named, two at once
+when only both do; a result no known slip explains is described (which outputs are wrong, which right).
 
 The learner's functions below live at module level, as an answer cell's do in the notebook's globals.
 """
@@ -6,11 +8,15 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 
 import pytest
 import torch
 
+from pagedkv_lib.attention import batch as paged_batches
 from pagedkv_lib.course.learner import checks
+from pagedkv_lib.course.learner.pset_checks import ps3_code
+from pagedkv_lib.course.learner.variants import for_set
 
 
 def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
@@ -239,3 +245,134 @@ def test_isolated_returns_when_its_child_does_and_takes_the_grandchildren_with_i
     else:
         raise AssertionError("the grandchild outlived the check")
 
+
+
+# -- naming slips: two at once named both; none fitting says what the outputs show ----------------------
+
+#: Two variants' keys (any 32 hex digits is a key): their hidden batches differ.
+TWO_VARIANTS = ["0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"]
+
+
+class _Record:
+    """The few parts of a test cell's record the visible checks use, around plain Python functions."""
+
+    checks = checks
+
+    def __init__(self, **functions):
+        self.functions = functions
+
+    def yours(self, name):
+        return checks.yours_in(self.functions, name)
+
+    def reference(self, module, name):
+        import importlib
+        return getattr(importlib.import_module(module), name)
+
+
+def _decode_with(*slips):
+    """Q5's reference answer with some of its known slips made."""
+    def paged_decode(q, k_cache, v_cache, block_tables, seq_lens):
+        B, H_q, D = q.shape
+        S, H_kv = k_cache.shape[1], k_cache.shape[2]
+        out = torch.empty(B, H_q, D)
+        for i in range(B):
+            T = int(seq_lens[i]) - ("length" in slips)
+            blocks = torch.arange(-(-T // S)) if "table" in slips else block_tables[i][: -(-T // S)].long()
+            k = k_cache[blocks].reshape(-1, H_kv, D)[:T].float()
+            v = v_cache[blocks].reshape(-1, H_kv, D)[:T].float()
+            G = H_q // H_kv
+            spread = (lambda x: x.repeat(1, G, 1)) if "modulo" in slips else (lambda x: x.repeat_interleave(G, dim=1))
+            k, v = spread(k), spread(v)
+            scores = torch.einsum("hd,thd->ht", q[i].float(), k) / (1.0 if "unscaled" in slips else math.sqrt(D))
+            out[i] = torch.einsum("ht,thd->hd", torch.softmax(scores, dim=-1), v)
+        return out
+    return paged_decode
+
+
+def _hidden_batches(key):
+    """Q5's hidden batches for the variant ``key``, drawn as its test cell draws them."""
+    seed = for_set("ps3_code", key).rng("q5").randrange(2**31)
+    return [(f"a hidden batch (S={S}, H_kv={H_kv}, G={G})",
+             paged_batches.random_paged_batch(paged_batches.boundary_lengths(S), block_size=S, num_kv_heads=H_kv,
+                                              group=G, head_dim=16, seed=seed + i))
+            for i, (S, H_kv, G) in enumerate([(4, 2, 1), (4, 2, 4), (16, 1, 8), (1, 2, 4), (8, 4, 2)])]
+
+
+def _failures(decode, key):
+    """{batch: message} for ``decode`` on ``key``'s hidden batches, as Q5's ``decode_check`` says it (None where
+    right; the worked example, the same for every variant, is tested on its own)."""
+    found = {}
+    for what, batch in _hidden_batches(key):
+        try:
+            got = decode(*batch.args()).float()
+            ps3_code.decode_diagnosis(checks, what, batch, got, ps3_code._own_attention(batch),
+                                      lambda keys: ps3_code._attention(batch, keys), ps3_code.DECODE_SLIPS, "(NaN)")
+            found[what] = None
+        except checks.CheckFailed as failed:
+            found[what] = str(failed)
+    return found
+
+
+def test_q5_worked_example_names_both_slips_through_the_test_cells_checks():
+    with pytest.raises(checks.CheckFailed) as failure:
+        ps3_code.q5_tests(_Record(paged_decode=_decode_with("modulo", "unscaled")))
+    assert str(failure.value) == ("the worked example: two slips at once: (1) query head h must read KV head h // G "
+                                  "(consecutive query heads share a KV head), not h % H_kv; (2) scale the scores by "
+                                  "1 / sqrt(D) before the softmax.")
+    checks_module, _, decode_check = ps3_code.q5_tests(_Record(paged_decode=_decode_with()))
+    assert checks_module is checks and callable(decode_check)
+
+
+@pytest.mark.parametrize("key", TWO_VARIANTS)
+def test_q5_two_slips_at_once_are_both_named_and_the_right_gather_is_not_blamed(key):
+    assert set(_failures(_decode_with(), key).values()) == {None}, "the reference answer passes"
+    for what, message in _failures(_decode_with("modulo", "unscaled"), key).items():
+        if "G=1)" in what or "H_kv=1," in what:  # there h % H_kv is h // G: only the scale is wrong
+            assert message == f"{what}: scale the scores by 1 / sqrt(D) before the softmax.", message
+        else:
+            assert "two slips at once" in message and "h // G" in message and "1 / sqrt(D)" in message, message
+        assert "gather" not in message and "table" not in message, message
+    for message in _failures(_decode_with("unscaled", "length"), key).values():
+        assert "two slips at once" in message and "1 / sqrt(D)" in message and "seq_lens[b] tokens" in message, message
+    for message in _failures(_decode_with("modulo", "table"), key).values():
+        assert "block_tables[b]" in message, message  # reading garbage, the heads may not show: NaN everywhere
+
+
+@pytest.mark.parametrize("key", TWO_VARIANTS)
+def test_q5_outputs_no_slip_explains_are_described_not_blamed_on_a_part(key):
+    """A slip outside the catalogue (the outputs of requests whose length fills whole blocks are halved)
+    gets what the outputs show: which requests are wrong, and that the others are right."""
+    right = _decode_with()
+
+    def halves_whole_block_requests(q, k_cache, v_cache, block_tables, seq_lens):
+        out = right(q, k_cache, v_cache, block_tables, seq_lens)
+        S = k_cache.shape[1]
+        for i, T in enumerate(seq_lens.tolist()):
+            if T % S == 0 and S > 1:
+                out[i] = out[i] / 2
+        return out
+
+    for what, message in _failures(halves_whole_block_requests, key).items():
+        if "S=1," in what:
+            assert message is None
+            continue
+        assert "are wrong, those of requests" in message and "right (S=" in message, message
+        assert "no known slip (head mapping, scale, length, block table) explains them" in message, message
+        assert not any(text in message for text in ("gather", "h // G", "1 / sqrt(D)", "check the")), message
+
+
+def test_name_slips_names_one_slip_alone_two_together_and_passes_when_none_fits():
+    slips = {"a": "do A.", "b": "do B.", "c": "do C."}
+    with pytest.raises(checks.CheckFailed, match=r"^x: do A\.$"):
+        checks.name_slips("x", lambda keys: keys == {"a"}, slips)
+    with pytest.raises(checks.CheckFailed, match=r"^x: two slips at once: \(1\) do A; \(2\) do C\.$"):
+        checks.name_slips("x", lambda keys: keys == {"a", "c"}, slips)
+    checks.name_slips("x", lambda keys: keys == {"a", "b", "c"}, slips)  # three at once: past ``most``
+
+
+def test_q1_two_slips_at_once_are_both_named():
+    table, positions, S = [7, 2, 9], [0, 3, 4, 9], 4
+    found = dict((tuple(w), why) for w, why in ps3_code._slot_mistakes(table, positions, S))
+    no_times_off_by_one = tuple(table[p // S] + p % S + 1 for p in positions)
+    assert found[no_times_off_by_one].startswith("Two slips at once:") and "multiply" in found[no_times_off_by_one] \
+        and "off by one" in found[no_times_off_by_one]

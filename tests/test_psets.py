@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 
 from conftest import REPO
 from psets_kernel import NO_TRITON, LiveKernel, load, points, solutions
-from psets_leaks import code_lists, code_numbers, leaks, learner_leaks, text_lists, text_numbers
-from psets_mutations import MUTATIONS, STYLES
+from psets_leaks import code_lists, code_numbers, leaks, learner_leaks, text_lists, text_numbers, visible_checks_source
+from psets_mutations import COMBINED, MUTATIONS, STYLES
 
 from pagedkv_lib.course.instructor.intake.variant_keys import learner_key
 from pagedkv_lib.course.learner.variants import for_set
@@ -118,6 +119,7 @@ def test_no_visible_cell_gives_a_hidden_value_away(kernel, name, key):
     for cell in released:
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         shown |= code_numbers(source) if cell["cell_type"] == "code" else text_numbers(source)
+    shown |= code_numbers(visible_checks_source(name))
     printed = text_numbers(repr(for_set(name, key)))  # "your numbers", as the set-up cell shows them
     if not key:  # the released text is written against the practice numbers: no hidden value near it
         found = leaks(shown | printed, hidden)
@@ -149,6 +151,7 @@ def test_no_visible_cell_of_ps3_holds_a_hidden_result_or_shows_a_reference_outpu
     for cell in _released("ps3_code"):
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         shown |= code_lists(source) if cell["cell_type"] == "code" else text_lists(source)
+    shown |= code_lists(visible_checks_source("ps3_code"))
     assert (28, 31, 8, 37) in shown, "the worked example's answer is given in the question"
     assert not shown & hidden, f"visible cells hold hidden expected results: {sorted(shown & hidden)[:5]}"
 
@@ -188,6 +191,70 @@ def test_a_learners_own_error_is_one_line_naming_the_line_of_their_cell(kernel):
     verdicts = kernel.grade(cells, {**solutions(cells), "q2_answer": answer}, hidden=False)
     assert verdicts["q2_tests"] == (False, "CheckFailed: blocks_needed(15, 4) raised ZeroDivisionError: integer division "
                                     "or modulo by zero (line 3: return num_tokens // block_size)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", KEYS[:2], ids=KEY_IDS[:2])
+@pytest.mark.parametrize("name, answer_id, test_id, changes, named, blamed",
+                         [pytest.param(*c, marks=pytest.mark.skipif(NO_TRITON is not None and c[1] == "bonus_answer",
+                                                                   reason=str(NO_TRITON))) for c in COMBINED])
+def test_two_slips_at_once_are_both_named_and_no_right_part_is_blamed(kernel, key, name, answer_id, test_id, changes,
+                                                                      named, blamed):
+    """Graded as autograde grades (hidden tests on the variant's own inputs), on two variants."""
+    cells = _cells(name)
+    good = solutions(cells)
+    source = good[answer_id]
+    for old, new in changes:
+        assert old in source, f"{name}: the slip's text is not in {answer_id}: {old!r}"
+        source = source.replace(old, new)
+    verdicts = kernel.grade(cells, {**good, answer_id: source}, key=key)
+    failed = {g: m for g, (ok, m) in verdicts.items() if not ok}
+    assert list(failed) == [test_id], failed
+    message = failed[test_id]
+    assert "\n" not in message and all(text in message for text in named), message
+    assert not any(text in message for text in blamed), message
+
+
+def _validated(tmp_path, name: str, answers: dict[str, str]) -> list[dict]:
+    """What JupyterLab's Validate button shows for set ``name``'s released copy with ``answers`` in their
+    cells: nbgrader's ``Validator.validate`` results, one ``{"source", "raw_error"}`` per failing cell."""
+    from nbgrader.validator import Validator
+    from pagedkv_lib import course
+    root = tmp_path / "course"
+    shutil.copytree(REPO / course.RELEASE / name, root / course.RELEASE / name)
+    path = root / course.RELEASE / name / f"{name}.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell["source"] = answers[grade_id]
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return Validator().validate(str(path)).get("failed", [])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SETS)
+def test_validate_shows_a_few_lines_of_each_failing_test_cell_and_its_one_line(tmp_path, name):
+    """nbgrader's Validate prints a failing cell's source before its message: a test cell is the few lines
+    that call the library's visible checks, not the checks themselves. On ps3, Q5 with two slips at once
+    says both; the untouched stubs of the other questions say they are not written yet."""
+    answers = {}
+    if name == "ps3_code":
+        good = solutions(_cells(name))
+        answers["q5_answer"] = (good["q5_answer"].replace("repeat_interleave(H_q // H_kv, dim=1)", "repeat(1, H_q // H_kv, 1)")
+                                .replace(" / math.sqrt(D)", ""))
+    failed = _validated(tmp_path, name, answers)
+    assert failed, f"{name}: the untouched stubs fail"
+    for cell in failed:
+        if cell["raw_error"] == "You did not provide a response.":  # a written answer left blank
+            continue
+        assert len(cell["source"].splitlines()) <= 6, cell["source"]
+        assert cell["raw_error"].startswith("CheckFailed: ") and "\n" not in cell["raw_error"], cell["raw_error"]
+    if name == "ps3_code":
+        q5 = [c["raw_error"] for c in failed if "q5_tests" in c["source"]]
+        assert q5 == ["CheckFailed: the worked example: two slips at once: (1) query head h must read KV head h // G "
+                      "(consecutive query heads share a KV head), not h % H_kv; (2) scale the scores by 1 / sqrt(D) "
+                      "before the softmax."], q5
 
 
 def test_the_readme_states_each_sets_points():

@@ -122,13 +122,13 @@ def test_a_number_a_set_does_not_have_names_those_it_has():
 def test_ps1_numbers_need_the_same_steps_as_the_practice_ones(key):
     v = for_set("ps1_intuition", key)
     S, table, p, T = v.q1_block_size, v.q1_block_table, v.q1_position, v.q1_tokens
-    assert S in (4, 8, 16) and len(set(table)) == len(table) >= 4 and all(1 <= b < 100 for b in table)
+    assert S in (4, 8, 16) and len(set(table)) == len(table) >= 4 and all(1 <= b < variants.Q1_POOL_BLOCKS for b in table)
     assert -(-T // S) == len(table), "the table holds exactly the request's blocks"
     assert 1 <= p // S <= len(table) - 2, "neither the first nor the last block: those are the slips"
     S, P, m, k = v.q3_block_size, v.q3_prompt_tokens, v.q3_own_tokens, v.q3_continuations
     assert P > 3 * S and P % S, "at least 4 prompt blocks, the last one partly filled"
     assert 2 <= k <= 16 and (m <= S // 2 or S < m <= S + S // 2)
-    assert 50 <= v.q5_requests <= 10_000 and v.q5_block_size in (8, 12, 16)
+    assert 50 <= v.q5_requests <= 100_000 and v.q5_block_size in (8, 12, 16, 24, 32)
 
 
 def test_no_slip_the_grader_names_in_ps1_q3_or_q4_lands_on_the_answer_in_any_variant():
@@ -157,7 +157,7 @@ def test_ps2_numbers_leave_room_for_the_cache_and_name_real_models(key):
     assert usable - int(v.q5_params * 2) >= usable / 4, "at least a quarter of the usable memory is KV cache"
     gqa = get_model(v.q7_model)
     assert v.q7_shape == (gqa.num_layers, gqa.num_kv_heads, gqa.head_dim) and v.q7_query_heads > gqa.num_kv_heads
-    assert 10 <= v.q7_gib <= 80 and 2 <= v.q6_requests <= 400 and v.q6_block_size >= 6
+    assert 10 <= v.q7_gib <= 160 and 2 <= v.q6_requests <= 400 and v.q6_block_size >= 6
 
 
 @settings(max_examples=300, deadline=None)
@@ -167,7 +167,29 @@ def test_ps4_numbers_are_valid_simulator_and_lab_arguments(key):
     v = for_set("ps4_demo", key)
     assert v.q1_block_size in (16, 32, 64, 128) and 2 <= v.q2_samples <= 6 and 2 <= v.q5_samples <= 16
     assert kv_capacity(v.q3_model, v.q3_gpu_gib * GiB, utilization=v.q3_utilization).tokens > 0
-    assert v.q5_block_size in (4, 8, 16), "the lab's 20-token prompt fills a block, so sharing saves some"
+    assert v.q5_block_size in variants.Q5_LAB_BLOCK_SIZES and max(variants.Q5_LAB_BLOCK_SIZES) <= 20, \
+        "the lab's 20-token prompt fills a block, so sharing saves some"
+    assert v.q5_model in variants.Q5_LAB_MODELS and v.q5_dtype in ("fp16", "fp8", "fp32")
+
+
+def test_no_slip_the_grader_names_in_ps4_q5_lands_on_the_answer_in_any_variant():
+    """Every (block size, samples, model, dtype) the draw can give: each named slip's value differs from
+    the answer (so the message names the slip the learner made), and sharing saves something."""
+    from pagedkv_lib.accounting import bytes_per_token
+    from pagedkv_lib.lesson.lab import run_lab
+    tried = 0
+    for S in variants.Q5_LAB_BLOCK_SIZES:
+        for n in range(2, 17):
+            fx = run_lab("parallel sampling", S, n=n).effects
+            saved = fx["prefix-sharing savings"]
+            for model in variants.Q5_LAB_MODELS:
+                for dtype in variants.Q5_LAB_DTYPES:
+                    C = bytes_per_token(model, dtype)
+                    slips = [fx["tail slack"] * C, fx["reservation waste (contiguous)"] * C, saved, saved // S * C,
+                             *([saved * bytes_per_token(model)] if dtype != "fp16" else [])]
+                    assert saved > 0 and saved * C not in slips, (S, n, model, dtype)
+                    tried += 1
+    assert tried == len(variants.Q5_LAB_BLOCK_SIZES) * 15 * len(variants.Q5_LAB_MODELS) * 3
 
 
 def test_the_secret_is_made_once_private_and_keys_come_from_it(tmp_path):
@@ -265,3 +287,35 @@ def test_no_slip_the_grader_names_in_ps2_q5_to_q7_lands_on_the_answer_in_any_var
         for S in (6, 8, 10, 12, 16, 20, 24, 32):
             assert n * (S - 1) / 2 not in {n * (S + 1) / 2, n * S / 2, (S - 1) / 2}
     assert tried > 300
+
+
+def _with_setup_output(numbers_text: str) -> dict:
+    """A notebook whose set-up cell showed ``numbers_text`` (as ``V`` prints itself)."""
+    return {"cells": [{"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "setup"}}, "source": "V",
+                       "outputs": [{"output_type": "execute_result", "data": {"text/plain": numbers_text}}]}]}
+
+
+def test_a_learner_graded_on_other_numbers_than_their_notebook_showed_is_told_in_one_line(tmp_path):
+    from pagedkv_lib.course.instructor.reporting import learner_feedback
+    ada, bob = (learner_key(b"a test course secret", s) for s in ("ada", "bob"))
+    own = _with_setup_output(repr(for_set("ps2_math", ada)))
+    for shown in (repr(for_set("ps2_math", "")), repr(for_set("ps2_math", bob))):  # no key pasted; bob's key
+        assert learner_feedback.numbers_note(_with_setup_output(shown), own) == learner_feedback.OTHER_NUMBERS
+    assert learner_feedback.numbers_note(own, own) is None
+    assert learner_feedback.numbers_note({"cells": []}, own) is None, "a notebook that showed no numbers: no note"
+    assert "\n" not in learner_feedback.OTHER_NUMBERS and "bob" not in learner_feedback.OTHER_NUMBERS
+
+    # on the feedback page: under its title, once, for the learner who showed other numbers only
+    for student, shown in (("ada", _with_setup_output(repr(for_set("ps2_math", bob)))), ("cy", own)):
+        for folder, nb in (("submitted", shown), ("autograded", own)):
+            path = tmp_path / folder / student / "ps2_math" / "ps2_math.ipynb"
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps(nb), encoding="utf-8")
+        page = tmp_path / "feedback" / student / "ps2_math" / "ps2_math.html"
+        page.parent.mkdir(parents=True)
+        page.write_text("<html><head></head><body><h4>ps2_math (Score: 3 / 27)</h4></body></html>", encoding="utf-8")
+    learner_feedback.polish_all(tmp_path / "feedback", {}, tmp_path)
+    ada_page = (tmp_path / "feedback" / "ada" / "ps2_math" / "ps2_math.html").read_text(encoding="utf-8")
+    cy_page = (tmp_path / "feedback" / "cy" / "ps2_math" / "ps2_math.html").read_text(encoding="utf-8")
+    assert ada_page.count("showed other numbers") == 1 and "bob" not in ada_page
+    assert "showed other numbers" not in cy_page

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import decimal
 import fractions
+import itertools
 import linecache
 import math
 import numbers
@@ -18,7 +19,7 @@ import sys
 import sysconfig
 import traceback
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 
 class CheckFailed(AssertionError):
@@ -76,6 +77,27 @@ def check_known_mistakes(name: str, got: Any, misconceptions: Iterable[tuple[Any
     for wrong, why in misconceptions:
         if got is not None and _same(got, wrong, rel_tol, abs_tol):
             raise CheckFailed(f"{name} = {_show(got)} is not right. {why}")
+
+
+def name_slips(what: str, fits: Callable[[frozenset], bool], slips: dict[str, str], *, most: int = 2) -> None:
+    """Fail naming the fewest known slips (up to ``most`` at once) that explain a wrong result; else pass.
+
+    ``slips`` maps each slip's key to what to do instead; ``fits(keys)`` says whether the learner's result
+    equals the right one computed with the slips ``keys`` (a frozenset) all made. One slip that fits is
+    named alone; two that fit only together are named both, so the message never sends the learner to
+    one part while another is wrong too. When nothing fits, this passes: the caller then says what the
+    failing cases show.
+    """
+    __tracebackhide__ = True
+    for size in range(1, most + 1):
+        for combo in itertools.combinations(slips, size):
+            if fits(frozenset(combo)):
+                found = [slips[key].rstrip(".") for key in combo]
+                raise CheckFailed(f"{what}: {found[0]}." if size == 1 else f"{what}: {_COUNTED.get(size, size)} slips at once: "
+                                  + "; ".join(f"({i}) {text}" for i, text in enumerate(found, 1)) + ".")
+
+
+_COUNTED = {2: "two", 3: "three", 4: "four"}
 
 
 def _is_int(x: Any) -> bool:

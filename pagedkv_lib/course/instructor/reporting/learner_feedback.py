@@ -7,6 +7,7 @@ summary is named by its question, and no script is fetched from a CDN (math is s
 from __future__ import annotations
 
 import html as html_lib
+import json
 import re
 from pathlib import Path
 
@@ -89,13 +90,52 @@ def polish(page: str, titles: dict) -> str:
     return page.replace("</head>", _WRAP_CSS + "\n</head>", 1)
 
 
-def polish_all(feedback_dir: Path, releases: dict) -> list[Path]:
-    """Polish every ``feedback/<student>/<assignment>/*.html`` page in place; return the pages."""
+#: The line a feedback page opens with when the notebook was graded on other numbers than it showed.
+OTHER_NUMBERS = ("Your answers were checked on your own numbers, which the set-up cell below shows; the notebook "
+                 "you handed in showed other numbers, so answers worked from those may be marked wrong.")
+_NUMBER_ROW = re.compile(r"^\s*V\.\w+\s*=.*$", re.M)
+
+
+def shown_numbers(nb: dict) -> list[str]:
+    """The ``V.name = value`` rows the set-up cell's output shows (the learner's numbers); [] if none."""
+    for cell in nb.get("cells", []):
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "setup":
+            text = "".join(t if isinstance(t, str) else "".join(t) for out in cell.get("outputs", [])
+                           for t in [out.get("data", {}).get("text/plain", out.get("text", ""))])
+            return [row.strip() for row in _NUMBER_ROW.findall(text)]
+    return []
+
+
+def numbers_note(submitted: dict, graded: dict) -> str | None:
+    """:data:`OTHER_NUMBERS` when the handed-in notebook showed numbers the graded copy (run on the learner's
+    own key) does not: a key left out, or another's pasted. It names nobody, not even whose key it was."""
+    shown, own = shown_numbers(submitted), shown_numbers(graded)
+    return OTHER_NUMBERS if shown and own and shown != own else None
+
+
+def _numbers_note_for(page: Path, course_dir: Path) -> str | None:
+    """The note for the feedback page ``feedback/<student>/<assignment>/<notebook>.html``, from its notebooks."""
+    student, assignment, name = page.parent.parent.name, page.parent.name, page.stem + ".ipynb"
+    copies = [Path(course_dir) / folder / student / assignment / name for folder in ("submitted", "autograded")]
+    try:
+        submitted, graded = (json.loads(path.read_text(encoding="utf-8")) for path in copies)
+    except (OSError, ValueError):  # no copy to compare (a page for a notebook the grader made): no note
+        return None
+    return numbers_note(submitted, graded)
+
+
+def polish_all(feedback_dir: Path, releases: dict, course_dir: Path | None = None) -> list[Path]:
+    """Polish every ``feedback/<student>/<assignment>/*.html`` page in place; return the pages. With
+    ``course_dir``, a page whose notebook was graded on other numbers than it showed says so under its title."""
     pages = sorted(Path(feedback_dir).glob("*/*/*.html"))
     for page in pages:
         release = releases.get(page.parent.name)
         titles = question_titles(release) if release else {}
-        page.write_text(polish(page.read_text(encoding="utf-8"), titles), encoding="utf-8")
+        text = polish(page.read_text(encoding="utf-8"), titles)
+        note = _numbers_note_for(page, course_dir) if course_dir is not None else None
+        if note:
+            text = text.replace("</h4>", f'</h4>\n<p class="numbers-note" role="note">{html_lib.escape(note)}</p>', 1)
+        page.write_text(text, encoding="utf-8")
     return pages
 
 
@@ -105,4 +145,4 @@ def feedback(course_dir=".") -> list[Path]:
     names = sorted({p.parent.name for p in (root / "autograded").glob("*/*/*.ipynb")})
     for name in names:
         nbgrader("generate_feedback", name, "--force", course_dir=root)
-    return polish_all(root / "feedback", release_notebooks(cached_releases(root, names)))
+    return polish_all(root / "feedback", release_notebooks(cached_releases(root, names)), root)

@@ -4,10 +4,12 @@ visible checks' one-line verdicts, and hands your results to the grader as plain
 A test cell reads::
 
     from pagedkv_lib.course.learner import testcell as _testcell
+    from pagedkv_lib.course.learner.pset_checks import ps2_math as _visible
     with _testcell.begin("q2_tests") as _t:
-        _checks = _t.checks
-        _blocks = _t.yours("blocks_needed")       # your function: each call's result is recorded
-        _checks.check_value("blocks_needed(15, 4)", _blocks(15, 4), 4, ...)
+        _checks, _blocks = _visible.q2_tests(_t, V)   # the worked examples, run on your blocks_needed
+
+where ``q2_tests`` takes your function through ``t.yours("blocks_needed")`` (each call's result is
+recorded) and checks it with ``t.checks.check_value("blocks_needed(15, 4)", blocks(15, 4), 4, ...)``.
 
 Every call through ``_t.yours``, every ``_t.value`` and ``_t.run`` adds one entry to the test's
 record. Leaving the ``with`` block, however it is left, shows the record once, as an output of type

@@ -54,19 +54,10 @@ def build_case(lens: list[int], seed: int):
                                spare_blocks=0, seed=seed)
     cont = DT.contiguous_layouts(batch)
     batch.keys = batch.values = None                                     # the logical copies, no longer needed
-    k_order, v_order, t_order = in_logical_order(batch)
+    k_order, v_order, t_order = DT.in_logical_order(batch)
     return dict(q=batch.q, k_cache=batch.k_cache, v_cache=batch.v_cache, tables=batch.block_tables,
                 lens=batch.seq_lens, cont=cont, k_order=k_order, v_order=v_order, t_order=t_order,
                 k_copy=torch.empty_like(batch.k_cache), v_copy=torch.empty_like(batch.v_cache))
-
-
-def in_logical_order(batch):
-    """Caches holding the same blocks with request b's block j at index sum(N_<b) + j, and their tables."""
-    used = batch.block_tables >= 0
-    ids = batch.block_tables[used]                                       # request after request, in order
-    tables = torch.full_like(batch.block_tables, -1)
-    tables[used] = torch.arange(ids.numel())
-    return batch.k_cache[ids], batch.v_cache[ids], tables
 
 
 def sdpa(c):

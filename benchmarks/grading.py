@@ -74,7 +74,7 @@ def _grade(root: Path, workers: int, timeout: int, cold: bool = False) -> tuple[
 
 class GraderMemory:
     """Peak resident memory (MiB) of the grader's own processes while it runs: this process and each
-    grading worker (``grading_worker`` in its command line), sampled every ``every_s`` seconds from
+    grading worker (its children with ``grading_worker`` in the command line), sampled every ``every_s`` s from
     /proc (the sandboxed kernels, which run as other uids with limits of their own, are not counted)."""
 
     def __init__(self, every_s: float = 0.25):
@@ -93,11 +93,12 @@ class GraderMemory:
         while not self._stop.wait(self.every_s):
             parent = self._rss_mib(str(os.getpid()))
             workers = []
-            for proc in Path("/proc").iterdir():
+            for proc in Path("/proc").iterdir():  # this process's own children only: a worker's forks are not it
                 try:
-                    if proc.name.isdigit() and b"grading_worker" in (proc / "cmdline").read_bytes():
+                    if (proc.name.isdigit() and b"grading_worker" in (proc / "cmdline").read_bytes()
+                            and (proc / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid())):
                         workers.append(self._rss_mib(proc.name))
-                except OSError:
+                except (OSError, IndexError):
                     continue
             self.parent = max(self.parent, parent)
             self.worker = max([self.worker, *workers])

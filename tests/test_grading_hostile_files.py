@@ -121,7 +121,9 @@ def test_a_class_with_the_three_hostile_files_is_graded_and_everyone_gets_a_row(
     want = {"honest": (full, "ok"), "allwrong": (0.0, "ok"), "deepmeta": (0.0, "malformed"),
             "deepmeta_direct": (0.0, "malformed"), "longsum": (full - q7, "malformed"),
             "longsum_direct": (full - q7, "malformed")}
-    assert {s: st.label for s, st in statuses.items()} == {s: w for s, (_, w) in want.items()}
+    # the first problem is the intake's; the kernel may also time out compiling the long sum (that answer only)
+    assert {s: (st.problems or ["ok"])[0] for s, st in statuses.items()} == {s: w for s, (_, w) in want.items()}
+    assert all(set(statuses[s].problems) <= {"malformed", "timed out"} for s in ("longsum", "longsum_direct"))
     grades = {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").open(encoding="utf-8"))}
     assert {s: float(grades[s]["raw_score"]) for s in want} == {s: score for s, (score, _) in want.items()}
     rows = {r["student_id"] for r in csv.DictReader((root / "status.csv").open(encoding="utf-8"))}

@@ -17,5 +17,7 @@
 * :mod:`.code_lesson`: what the Code lesson prints beside the code it shows.
 * :mod:`.speed_table`: the Code lesson's decode-speed gate: its answer and its reveal (table and
   sentences), from a live :class:`~pagedkv_lib.kernels.timing.DecodeSpeed`.
+* :mod:`.engines_today`: the live tables and controls of each lesson's last part, "what today's engines
+  do" (hash-chained keys, hybrid models, swap or recompute, chunked prefill, a CPU tier).
 * :mod:`.colab`: the notebooks' Colab setup cell, and ``python -m pagedkv_lib.lesson.colab``.
 """

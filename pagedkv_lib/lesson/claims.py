@@ -149,6 +149,10 @@ CITED: tuple[Cited, ...] = (
     Cited("block-size", (16,), "tokens per block", f"{_PAPER}, §7.2",
           "vLLM's default block size, chosen from a sweep of 1 to 256", ("02_math", "04_demo"),
           suffix=" tokens"),
+    Cited("hicache-hit-rate", (40, 80), "% prefix-cache hit rate",
+          "SGLang team, *SGLang HiCache*, lmsys.org blog, 2025-09-10",
+          "one deployment's hit rate before and after adding HiCache's host-memory tier under the GPU prefix "
+          "cache, as the blog reports it", ("04_demo",), names=("HiCache",)),
 )
 
 

@@ -4,10 +4,10 @@ name a gate or practice by id and question only (:func:`..gates.ask`, :func:`..p
 """
 from __future__ import annotations
 
-from . import code_keys, demo_keys, intuition_keys, math_keys
+from . import code_keys, demo_keys, engines_keys, intuition_keys, math_keys
 from .key_types import GateKey, Live, PracticeKey, need  # noqa: F401 (the key types, for readers)
 
-_MODULES = (intuition_keys, math_keys, code_keys, demo_keys)
+_MODULES = (intuition_keys, math_keys, code_keys, demo_keys, engines_keys)
 GATE_KEYS: dict[str, GateKey] = {k: v for m in _MODULES for k, v in m.GATES.items()}
 PRACTICE_KEYS: dict[str, PracticeKey] = {k: v for m in _MODULES for k, v in m.PRACTICES.items()}
 

@@ -1,0 +1,191 @@
+"""The live side of each lesson's last part, "what today's engines do": figures as markdown tables, and controls.
+
+Lesson 03 sets vLLM v1's hash-chained block keys beside the exact prefix tree (:func:`key_sizes`,
+:func:`wrong_hit_table`, :func:`crafted_wrong_hit`); lesson 02 counts the KV cache of hybrid models
+(:func:`hybrid_rows`); lesson 04 gets one control each for swap against recompute, chunked prefill
+and a CPU tier (:func:`preemption_control`, :func:`chunking_control`, :func:`cpu_tier_control`).
+Every figure is computed here from the library, now; the controls are labelled ipywidgets boxes
+(present in ipywidgets 7.7 and 8), reachable with the Tab key, each re-running its model on change.
+"""
+from __future__ import annotations
+
+from .. import accounting as acc
+from ..blocks.block_hash import (HASH_BITS, chain_hashes, find_collision, truncated_hash,
+                                 wrong_hit_probability)
+from ..blocks.hashed_prefix_cache import HashedBlockManager
+from ..sim import preemption_cost as pc
+from ..sim import workloads
+from ..sim.cpu_tier import replay_with_cpu_tier
+from ..sim.timed_serving import serve_timed
+from .views import widget_bundle
+
+LINKS = {"PCIe 4.0 x16 (31.5 GB/s each way)": pc.PCIE4_X16_BYTES_PER_S,
+         "PCIe 5.0 x16 (64 GB/s each way)": pc.PCIE5_X16_BYTES_PER_S}
+"""Host links the preemption control offers, by label (bytes/s one way; constants of :mod:`~..sim.preemption_cost`)."""
+
+
+# ------------------------------------------------------------------ lesson 03: tree or hash
+
+def key_sizes(tokens, block_size: int, hash_fn: str = "sha256") -> list[dict]:
+    """For each full block of ``tokens``: what the exact tree compares to find it (token ids on its
+    path, ``tree_ids``) against the bytes of its chained key (``key_bytes``; constant)."""
+    keys = chain_hashes(tokens, block_size, hash_fn=hash_fn)
+    return [{"block": i, "tree_ids": (i + 1) * block_size, "key_bytes": len(k)} for i, k in enumerate(keys)]
+
+
+def wrong_hit_table(cache_blocks=(10**4, 10**6, 10**8), lookups: int = 10**12) -> str:
+    """Markdown table: chance of at least one wrong hit in ``lookups`` lookups of uncached blocks,
+    for 64-bit and 256-bit keys, at each cache size (blocks)."""
+    rows = [f"| {n:,} | {wrong_hit_probability(n, 64, lookups):.3g} | "
+            f"{wrong_hit_probability(n, HASH_BITS['sha256'], lookups):.3g} |" for n in cache_blocks]
+    return (f"| cached blocks | wrong-hit chance, 64-bit key | wrong-hit chance, SHA-256 |\n|---|---|---|\n"
+            + "\n".join(rows) + f"\n\n({lookups:,} lookups of blocks that are not cached.)")
+
+
+def crafted_wrong_hit(block_size: int = 4, bits: int = 16) -> dict:
+    """A wrong hit made on purpose: two different first blocks whose ``bits``-bit keys collide.
+
+    Request ``a`` starts with one block, request ``b`` (arriving after ``a``) with the other;
+    both continue with the same second block. Returns the two blocks, the tokens ``b`` was served
+    from the cache, and whether the manager's invariants still hold (they do: nothing inside the
+    manager can see that the states belong to other tokens)."""
+    short = truncated_hash("sha256", bits)
+    first_a, first_b = find_collision(short, block_size, start=100)
+    bm = HashedBlockManager(num_blocks=8, block_size=block_size, hash_fn=short)
+    tail = tuple(range(7, 7 + block_size)) + (1,)
+    bm.add_request("a", list(first_a + tail))
+    hit = bm.add_request("b", list(first_b + tail))
+    bm.check_invariants()
+    return {"a": first_a, "b": first_b, "hit_tokens": hit, "shared": bm.block_table("a")[0] == bm.block_table("b")[0],
+            "bits": bits, "tries": max(first_a[0], first_b[0]) - 100 + 1}
+
+
+# ------------------------------------------------------------------ lesson 02: hybrid models
+
+def hybrid_rows(models, num_tokens: int, gpu_bytes: int) -> list[dict]:
+    """Per model and its all-full-attention twin: bytes per token at ``num_tokens``, and how many
+    requests of that length fit a GPU of ``gpu_bytes`` (utilization 0.9, blocks of 16)."""
+    out = []
+    for name in models:
+        spec = acc.get_model(name)
+        for m in (spec, acc.as_full_attention(spec)):
+            cap = acc.hybrid_kv_capacity(m, gpu_bytes, num_tokens, weight_bytes=spec.weight_bytes)
+            out.append({"model": m.name, "c_tok": acc.bytes_per_token(m),
+                        "mean_bytes": acc.mean_bytes_per_token(m, num_tokens), "requests": cap.requests,
+                        "page_bytes": cap.page_bytes, "blocks": cap.blocks_per_request})
+    return out
+
+
+def hybrid_table(rows: list[dict]) -> str:
+    """:func:`hybrid_rows` as a markdown table (KiB per token, requests that fit)."""
+    lines = [f"| {r['model']} | {r['c_tok'] / 1024:,.0f} | {r['mean_bytes'] / 1024:,.1f} | {r['blocks']:,} | "
+             f"{r['requests']:,} |" for r in rows]
+    return ("| model | C_tok (KiB) | KiB per token at this length | blocks per request | requests that fit |\n"
+            "|---|---|---|---|---|\n" + "\n".join(lines))
+
+
+# ------------------------------------------------------------------ lesson 04: three controls
+
+def preemption_rows(model: str, link_bytes_per_s: float, lengths=(256, 1024, 4096, 16384)) -> list[dict]:
+    """Swap and recompute seconds for requests of each length, and which is cheaper."""
+    return [{"tokens": T, "swap_s": pc.swap_seconds(T, model, link_bytes_per_s=link_bytes_per_s),
+             "recompute_s": pc.recompute_seconds(T, model),
+             "cheaper": pc.cheaper_preemption(T, model, link_bytes_per_s=link_bytes_per_s)} for T in lengths]
+
+
+def preemption_text(model: str, link_bytes_per_s: float) -> str:
+    """Markdown: the crossover length and a table of both costs (the preemption control's output)."""
+    cross = pc.crossover_tokens(model, link_bytes_per_s=link_bytes_per_s)
+    head = (f"**{model}**, link {link_bytes_per_s / 1e9:g} GB/s each way, prefill at "
+            f"{pc.DEFAULT_FLOPS_PER_S / 1e12:g} TFLOP/s: swap is cheaper from **{cross:,} tokens** on "
+            f"(0: at every length).\n\n| tokens | swap out and back (ms) | recompute (ms) | cheaper |\n|---|---|---|---|\n")
+    return head + "\n".join(f"| {r['tokens']:,} | {1e3 * r['swap_s']:,.1f} | {1e3 * r['recompute_s']:,.1f} | "
+                            f"{r['cheaper']} |" for r in preemption_rows(model, link_bytes_per_s))
+
+
+def chunking_text(trace, token_budget: int, num_blocks: int) -> str:
+    """Markdown: the same trace served without and with chunked prefill under ``token_budget``."""
+    rows = []
+    for chunked in (False, True):
+        s = serve_timed(trace, num_blocks=num_blocks, token_budget=token_budget, chunked_prefill=chunked).summary()
+        rows.append(f"| {'chunked' if chunked else 'whole prompts'} | {s['stalled_decodes']:,} | "
+                    f"{1e3 * s['p99_itl_s']:,.1f} | {1e3 * s['max_itl_s']:,.1f} | {s['mean_ttft_s']:,.2f} |")
+    return (f"Token budget {token_budget:,} per step, {len(trace):,} requests, {num_blocks:,} blocks.\n\n"
+            "| prefill | stalled decodes | p99 gap between tokens (ms) | longest gap (ms) | mean TTFT (s) |\n"
+            "|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def cpu_tier_text(trace, gpu_blocks: int, cpu_blocks: int) -> str:
+    """Markdown: prompt tokens served by the GPU cache, the CPU tier, and computed, for one tier size."""
+    r = replay_with_cpu_tier(trace, gpu_blocks=gpu_blocks, cpu_blocks=cpu_blocks)
+    return (f"GPU cache {gpu_blocks:,} blocks, CPU tier {cpu_blocks:,} blocks: of {r.prompt_tokens:,} prompt tokens, "
+            f"**{r.gpu_hit_rate:.1%}** from the GPU cache, **{r.cpu_hit_rate:.1%}** loaded from the CPU tier, "
+            f"**{1 - r.hit_rate:.1%}** computed (hit rate {r.hit_rate:.1%}).")
+
+
+class Control:
+    """Labelled boxes and a live markdown output that ``render(*values)`` fills on every change.
+
+    Shown as the widget where a front end can draw one, and as the same markdown everywhere
+    (:func:`~.views.widget_bundle`); ``text()`` is that markdown for the boxes' current values."""
+
+    def __init__(self, boxes, render):
+        import ipywidgets as w
+        self.boxes, self.render, self.output = list(boxes), render, w.Output()
+        for b in self.boxes:
+            b.observe(self._show, names="value")
+        self.box = w.VBox([*self.boxes, self.output])
+        self._show()
+
+    def text(self) -> str:
+        return self.render(*[b.value for b in self.boxes])
+
+    def _show(self, _change=None) -> None:
+        from IPython.display import Markdown, display
+        self.output.clear_output(wait=True)
+        with self.output:
+            display(Markdown(self.text()))
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        text = self.text()
+        return {**widget_bundle(text, lambda: self), "text/markdown": text}
+
+
+_STYLE = {"description_width": "16em"}
+
+
+def preemption_control(model: str = "OPT-13B"):
+    """A model dropdown and a host-link dropdown; shows :func:`preemption_text`."""
+    import ipywidgets as w
+    names = [*acc.MODELS, *acc.HYBRID_MODELS]
+    m = w.Dropdown(options=[n for n in names if acc.get_model(n).weight_bytes is not None], value=model,
+                   description="model", style=_STYLE)
+    link = w.Dropdown(options=list(LINKS), description="host link", style=_STYLE)
+    return Control([m, link], lambda name, label: preemption_text(name, LINKS[label]))
+
+
+def chunking_control(trace, num_blocks: int = 20000, token_budget: int = 2048):
+    """A token-budget box (tokens per step); shows :func:`chunking_text` for ``trace``."""
+    import ipywidgets as w
+    low = int((trace.prompt_len + trace.output_len[:, 0]).max())   # the longest request, prefilled whole
+    budget = w.BoundedIntText(value=max(token_budget, low), min=low, max=65536, step=256,
+                              description="token budget per step", style=_STYLE)
+    return Control([budget], lambda b: chunking_text(trace, b, num_blocks))
+
+
+def cpu_tier_control(trace, gpu_blocks: int = 1500, cpu_blocks: int = 0):
+    """A CPU-tier size box (blocks); shows :func:`cpu_tier_text` for ``trace``."""
+    import ipywidgets as w
+    size = w.BoundedIntText(value=cpu_blocks, min=0, max=100000, step=500, description="CPU tier (blocks)",
+                            style=_STYLE)
+    return Control([size], lambda c: cpu_tier_text(trace, gpu_blocks, c))
+
+
+def conversations(num_conversations: int = 100, seed: int = 0):
+    """The multi-turn chat trace lesson 04's CPU-tier control replays (:func:`~..sim.workloads.multi_turn_conversations`)."""
+    return workloads.multi_turn_conversations(num_conversations, seed=seed)
+
+
+__all__ = ["LINKS", "Control", "key_sizes", "wrong_hit_table", "crafted_wrong_hit", "hybrid_rows", "hybrid_table",
+           "preemption_rows", "preemption_text", "chunking_text", "cpu_tier_text", "preemption_control",
+           "chunking_control", "cpu_tier_control", "conversations"]

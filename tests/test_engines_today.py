@@ -1,0 +1,91 @@
+"""The "what today's engines do" parts: their live figures, their gates' answers, and their controls."""
+from __future__ import annotations
+
+import pytest
+
+from pagedkv_lib import accounting as acc
+from pagedkv_lib.accounting import GiB
+from pagedkv_lib.blocks.block_hash import wrong_hit_probability
+from pagedkv_lib.lesson import engines_today as E
+from pagedkv_lib.lesson.answer_keys import GATE_KEYS
+from pagedkv_lib.lesson.answer_keys import engines_keys as K
+from pagedkv_lib.sim import preemption_cost as pc
+from pagedkv_lib.sim import workloads
+from pagedkv_lib.sim.cpu_tier import replay_with_cpu_tier
+
+
+def test_chained_keys_have_one_size_while_the_tree_path_grows():
+    sizes = E.key_sizes(list(range(80)), 16)
+    assert [s["tree_ids"] for s in sizes] == [16, 32, 48, 64, 80]
+    assert {s["key_bytes"] for s in sizes} == {32}
+    assert E.key_sizes(list(range(15)), 16) == []          # a partly filled block has no key
+
+
+def test_a_crafted_collision_is_served_as_a_hit_of_other_tokens():
+    wrong = E.crafted_wrong_hit(block_size=4, bits=16)
+    assert wrong["a"] != wrong["b"] and wrong["shared"]
+    assert wrong["hit_tokens"] == 8                        # the colliding block and the one chained to it
+
+
+@pytest.mark.parametrize("n, m, choice", [(10**6, 10**12, 2), (10**4, 10**3, 0), (10**8, 10**12, 3),
+                                         (10**3, 10**8, 1)])
+def test_the_wrong_hit_gate_buckets_the_birthday_bound(n, m, choice):
+    key = GATE_KEYS["q-wrong-hit"]
+    assert key.answer({"cached_blocks": n, "lookups": m}) == K.WRONG_HIT_CHOICES[choice], wrong_hit_probability(n, 64, m)
+
+
+def test_the_hybrid_gate_is_full_bytes_over_mean_bytes_and_its_reveal_has_both_twins():
+    rows = E.hybrid_rows(["Gemma-3-27B"], 32768, 80 * GiB)
+    live = {"model": "Gemma-3-27B", "T": 32768, "rows": rows}
+    ratio = GATE_KEYS["q-hybrid-bytes"].answer(live)
+    spec = acc.get_model("Gemma-3-27B")
+    expected = 32768 * spec.num_layers / (spec.num_full_layers * 32768 + spec.num_sliding_layers * spec.sliding_window)
+    assert ratio == pytest.approx(expected)
+    assert rows[0]["requests"] > rows[1]["requests"] and rows[1]["mean_bytes"] == acc.bytes_per_token(spec)
+    assert "all full attention" in GATE_KEYS["q-hybrid-bytes"].reveal(live)[1]
+
+
+def test_the_preemption_gate_follows_the_crossover():
+    key = GATE_KEYS["q-preempt"]
+    assert pc.crossover_tokens("Llama-3-8B") == 0
+    assert key.answer({"model": "Llama-3-8B", "link": pc.PCIE4_X16_BYTES_PER_S}) == K.PREEMPT_CHOICES[0]
+    slow = 2e9                                              # a slow link: recompute wins short requests
+    cross = pc.crossover_tokens("OPT-13B", link_bytes_per_s=slow)
+    assert 0 < cross < 1 << 24
+    assert key.answer({"model": "OPT-13B", "link": slow}) == K.PREEMPT_CHOICES[2]
+    assert pc.cheaper_preemption(cross - 1, "OPT-13B", link_bytes_per_s=slow) == "recompute"
+    assert pc.cheaper_preemption(cross, "OPT-13B", link_bytes_per_s=slow) == "swap"
+
+
+def test_the_cpu_tier_gate_is_the_replays_hit_rate():
+    chats = workloads.multi_turn_conversations(30, seed=1)
+    live = {"trace": chats, "gpu_blocks": 600, "cpu_blocks": 2000}
+    rate = GATE_KEYS["q-cpu-tier"].answer(live)
+    alone = replay_with_cpu_tier(chats, gpu_blocks=600, cpu_blocks=0).hit_rate
+    assert rate == pytest.approx(100 * replay_with_cpu_tier(chats, gpu_blocks=600, cpu_blocks=2000).hit_rate)
+    assert rate >= 100 * alone
+
+
+def test_each_control_is_labelled_and_renders_again_on_change():
+    import ipywidgets as w
+    chats = workloads.multi_turn_conversations(30, seed=1)
+    for control, box_type in [(E.preemption_control(), w.Dropdown),
+                              (E.chunking_control(workloads.sharegpt_like(40, seed=0)), w.BoundedIntText),
+                              (E.cpu_tier_control(chats, gpu_blocks=600), w.BoundedIntText)]:
+        boxes = [c for c in control.box.children if not isinstance(c, w.Output)]
+        assert boxes and all(isinstance(b, (w.Dropdown, w.BoundedIntText)) and b.description for b in boxes)
+        assert isinstance(boxes[0], box_type)
+        before = control.text()
+        if isinstance(boxes[0], w.Dropdown):
+            boxes[0].value = "Llama-3-8B"
+        else:
+            boxes[0].value = boxes[0].value + 1000
+        assert control.text() != before
+        bundle = control._repr_mimebundle_()
+        assert bundle["text/markdown"] == bundle["text/plain"] == control.text()
+
+
+def test_the_chunked_schedule_never_stalls_a_decode_and_the_whole_one_does():
+    text = E.chunking_text(workloads.sharegpt_like(60, seed=0), 4096, 20000)
+    whole, chunked = [line for line in text.splitlines() if line.startswith("| whole") or line.startswith("| chunked")]
+    assert chunked.split("|")[2].strip() == "0" and whole.split("|")[2].strip() != "0"

@@ -150,9 +150,11 @@ CITED: tuple[Cited, ...] = (
           "vLLM's default block size, chosen from a sweep of 1 to 256", ("02_math", "04_demo"),
           suffix=" tokens"),
     Cited("hicache-hit-rate", (40, 80), "% prefix-cache hit rate",
-          "SGLang team, *SGLang HiCache*, lmsys.org blog, 2025-09-10",
-          "one deployment's hit rate before and after adding HiCache's host-memory tier under the GPU prefix "
-          "cache, as the blog reports it", ("04_demo",), names=("HiCache",)),
+          "Z. Xie, *SGLang HiCache: Fast Hierarchical KV Caching with Your Favorite Storage Backends*, "
+          "lmsys.org blog, 2025-09-10",
+          "a deployment the blog quotes (Novita AI: a coding agent on Qwen3-Coder-480B, sessions past 25K "
+          "tokens, HiCache with DeepSeek 3FS as distributed storage), before and after HiCache",
+          ("04_demo",), names=("HiCache",)),
 )
 
 

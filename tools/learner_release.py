@@ -75,8 +75,9 @@ def regions(source: str, whole: bool) -> list[str]:
 
 def secret_lines(repo: Path) -> set[str]:
     """Every distinct line (stripped, at least :data:`MIN_LINE` characters) of a solution region or hidden
-    test in ``repo``'s ``solutions/`` notebooks, less the lines the learners' library itself holds
-    (``accounting.py`` computes some answers in the open; those are public by design, not leaks)."""
+    test in ``repo``'s ``solutions/`` notebooks, less the lines the learners' library or the lessons
+    themselves hold (``accounting.py`` computes some answers in the open, a lesson imports what a solution
+    imports; those are public by design, not leaks). The released sets are never taken as public."""
     lines = set()
     for path in tracked(repo, "solutions"):
         if path.endswith(".ipynb"):
@@ -86,7 +87,9 @@ def secret_lines(repo: Path) -> set[str]:
                 lines |= {s.strip() for s in regions(source, whole=solution)}
     library = "\n".join((repo / p).read_text(encoding="utf-8") for p in tracked(repo, "pagedkv_lib")
                         if p.endswith(".py") and not p.startswith(INSTRUCTOR_ONLY))
-    return {s for s in lines if len(s) >= MIN_LINE and s not in library}
+    lessons = "\n".join("".join(cell["source"]) for p in tracked(repo, "notebooks") if p.endswith(".ipynb")
+                        for cell in json.loads((repo / p).read_text(encoding="utf-8"))["cells"])
+    return {s for s in lines if len(s) >= MIN_LINE and s not in library and s not in lessons}
 
 
 def private_values(repo: Path) -> set[str]:

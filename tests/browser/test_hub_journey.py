@@ -579,7 +579,7 @@ def probe_notebook(attempts: dict[str, str]) -> dict:
 
 def row(panel, assignment: str):
     """The Assignment List's row of ``assignment`` (the list also holds the released ``lessons``)."""
-    return panel.locator(f".list_item:has(.item_name:text-is('{assignment}'))")
+    return panel.locator(".list_item").filter(has_text=assignment)
 
 
 def formgrader_click(user: HubUser, action: str) -> None:

@@ -92,5 +92,4 @@ def refusal(action: str) -> str | None:
     waited = click_wait()
     if waited is None or waited <= BUSY_S:
         return None
-    return (f"Not done: the kernel was busy running cells for {waited:.0f} s after your click, so nothing "
-            f"was saved. Press {action} again now.")
+    return f"Not done: the kernel was busy for {waited:.0f} s after your click. {action} again now."

@@ -16,7 +16,7 @@ record. Leaving the ``with`` block, however it is left, shows the record once, a
 ``RECORD_MIME``: the record's format, its entries and their labels are the contract in
 ``course/protocol.py`` (values encoded by ``course/plain_values.py``). Nothing here decides a score. The grader runs the same cell in its own
 process, with the record standing in for your code, and with checks your kernel never receives
-(``instructor/judge.py``); so the checks you see here are for you, before handing in.
+(``instructor/grading/judge.py``); so the checks you see here are for you, before handing in.
 """
 from __future__ import annotations
 

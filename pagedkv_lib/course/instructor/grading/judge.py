@@ -303,28 +303,31 @@ def _judge_all(cells: list, trusted: dict, variant_key: str, replay: type[Record
     side = _JudgeSide()
     ns: dict = {"__builtins__": _builtins_for(side), "__name__": "__pagedkv_judge__", "VARIANT_KEY": variant_key}
     verdicts, elsewhere, seen = {}, [], set()
-    for index, cell in enumerate(cells):
-        if cell.get("cell_type") != "code":
-            continue
-        gid = _meta(cell).get("grade_id")
-        known = isinstance(gid, str) and gid in trusted and gid not in seen
-        if known:
-            seen.add(gid)
-        source, test = trusted[gid] if known else ("", False)
-        if test:
-            verdicts[gid] = _judge_test(ns, side, dict(cell, source=source), gid, replay)
-            continue
-        if records_in(cell.get("outputs", [])):
-            elsewhere.append(f"cell {gid or index} (not a test) showed a record of results")
-        meta = _meta(cell)
-        if not known and (meta.get("locked") or meta.get("grade")) and not meta.get("solution"):
-            elsewhere.append(f"cell {gid or index} carries grader metadata the instructor never wrote (not run here)")
-        if known:
-            try:
-                exec(compile(source, f"<set-up cell {gid}>", "exec"), ns)
-            except Exception as err:  # the instructor's cell needs the learner's kernel (none should): say so
-                warnings.warn(f"set-up cell {gid} failed in the judge ({type(err).__name__}: {err}); "
-                              "the tests after it may fail for every student", stacklevel=1)
+    try:
+        for index, cell in enumerate(cells):
+            if cell.get("cell_type") != "code":
+                continue
+            gid = _meta(cell).get("grade_id")
+            known = isinstance(gid, str) and gid in trusted and gid not in seen
+            if known:
+                seen.add(gid)
+            source, test = trusted[gid] if known else ("", False)
+            if test:
+                verdicts[gid] = _judge_test(ns, side, dict(cell, source=source), gid, replay)
+                continue
+            if records_in(cell.get("outputs", [])):
+                elsewhere.append(f"cell {gid or index} (not a test) showed a record of results")
+            meta = _meta(cell)
+            if not known and (meta.get("locked") or meta.get("grade")) and not meta.get("solution"):
+                elsewhere.append(f"cell {gid or index} carries grader metadata the instructor never wrote (not run here)")
+            if known:
+                try:
+                    exec(compile(source, f"<set-up cell {gid}>", "exec"), ns)
+                except Exception as err:  # the instructor's cell needs the learner's kernel (none should): say so
+                    warnings.warn(f"set-up cell {gid} failed in the judge ({type(err).__name__}: {err}); "
+                                  "the tests after it may fail for every student", stacklevel=1)
+    finally:  # the cells' functions hold the namespace as their globals: a cycle the collector frees late,
+        ns.clear()  # with every tensor in it (copy detection judges a class's records thousands of times)
     return verdicts, elsewhere
 
 

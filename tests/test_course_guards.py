@@ -209,3 +209,22 @@ def test_the_output_depth_check_walks_without_recursion_and_leaves_records_alone
         nested = [nested]
     record = {"grade_id": "q1_tests", "entries": [["call", "f", "0" * 16, {"ok": encode(nested)}]]}
     assert not nested_deeper({"data": {RECORD_MIME: record}}, MAX_OUTPUT_DEPTH), "the deepest value a record holds"
+
+
+def test_the_judge_frees_what_a_run_made_without_waiting_for_the_collector():
+    """Copy detection runs the judge thousands of times in one process: each run's values go when it ends."""
+    import gc
+    import sys
+    import types
+    probe = sys.modules["pkv_probe"] = types.ModuleType("pkv_probe")
+    probe.refs = []
+    setup = ("import weakref, pkv_probe\nclass Big:\n    pass\nbig = Big()\npkv_probe.refs.append(weakref.ref(big))\n"
+             "def keep():\n    return big\n")
+    cells = [{"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "setup", "locked": True}}, "outputs": []}]
+    gc.disable()
+    try:
+        judge_notebook(cells, {"setup": (setup, False)})
+        assert probe.refs and probe.refs[0]() is None, "the run's namespace outlived it (a cycle through keep)"
+    finally:
+        gc.enable()
+        del sys.modules["pkv_probe"]

@@ -4,14 +4,17 @@ A screenshot of every window height of every lesson lands in artifacts/browser/ 
 """
 from __future__ import annotations
 
+import re
+
+import nbformat
 import pytest
 
 
 from .browser_server import REPO
 from . import jlab
-from .jlab import CUT_LINES_JS, error_outputs, open_notebook, run_all, screenshots, wait_idle
+from .jlab import CUT_LINES_JS, error_outputs, menu, open_notebook, prompts, run_all, screenshots, wait_idle
 from .pages import expect
-from .pages import check_gate, check_images, commit_first_choice, gate_boxes
+from .pages import check_gate, check_images, commit_first_choice, gate_boxes, saved_records
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
@@ -66,3 +69,85 @@ def test_the_lab_rearms_when_the_block_size_moves(lab, page):
     assert gate.locator(jlab.OUTPUT).count() == 0, "the old reveal still shows"
     assert not gate.locator("button:text-is('Commit')").is_disabled(), "the gate did not re-arm"
     assert "You predicted" not in the_lab.inner_text()
+
+
+def test_the_default_hand_off_carries_the_committed_predictions_and_the_labs_state(lab, page):
+    """The research room's hand-off, as copied from the page, holds what lesson 01 promises: the
+    learner's committed predictions (lens and lab, with what they were shown), and the lab's state."""
+    notebook = open_notebook(page, lab, "notebooks/04_demo.ipynb")
+    run_all(page, notebook)
+    lens = gate_boxes(notebook).filter(has_text="A server stops reserving").first
+    lens.scroll_into_view_if_needed()
+    commit_first_choice(lens)
+    expect(lens).to_contain_text("You predicted")
+    the_lab = notebook.locator(".widget-vbox:has(> .widget-dropdown):has(> .widget-text)").first
+    lab_gate = gate_boxes(the_lab)
+    expect(lab_gate).to_contain_text("S = 16")
+    commit_first_choice(lab_gate)
+    expect(lab_gate).to_contain_text("You predicted")
+    wait_idle(page)
+    room = notebook.locator(".pagedkv-room").first
+    room.scroll_into_view_if_needed()
+    handoff = room.locator(".pagedkv-handoff textarea")
+    expect(handoff).to_have_value(re.compile(r"S = 16, sharing on\. Which effect is largest.* I predicted "))
+    text = handoff.input_value()
+    page.screenshot(path=str(page.shots / "handoff.png"))
+    assert "Selected item (claim): The central claim" in text
+    assert "The lab's state now: trace = A1-A3 batch, block size S = 16, sharing = on" in text
+    listed = text.split("My committed predictions in this lesson")[1].split("My question:")[0]
+    lines = [line for line in listed.splitlines() if line.startswith("- ")]
+    assert len(lines) == 2 and lines[0].startswith("- A server stops reserving"), lines
+    assert all("I predicted " in line and "; it is " in line for line in lines), lines
+
+
+def busy_notebook(root):
+    """A lesson's opening gate, then a cell that keeps the kernel busy for 20 s, then one more cell."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell('from pagedkv_lib.lesson import learning_map\n'
+                                          'learning_map.show("01_intuition")\nlearning_map.lens("01_intuition")'),
+                nbformat.v4.new_code_cell("import time\ntime.sleep(20)   # a long-running cell"),
+                nbformat.v4.new_code_cell('print("the last cell ran")')]
+    nbformat.write(nb, str(root / "notebooks" / "busy_commit.ipynb"))
+    return "notebooks/busy_commit.ipynb"
+
+
+def test_a_commit_clicked_while_run_all_is_busy_is_refused_visibly_never_shown_committed_unsaved(lab, page):
+    """The learner clicks Commit while Run All is still in a long cell, and saves at once. What the page
+    then shows must match the saved file: committed and saved, or refused with a message (then saved
+    on the next click)."""
+    path = busy_notebook(lab.root)
+    notebook = open_notebook(page, lab, path)
+    lens = gate_boxes(notebook).first
+    for _ in range(3):   # under load JupyterLab sometimes drops a Run All sent too early
+        menu(page, "Run", "Run All Cells")
+        try:
+            expect(lens).to_be_visible(timeout=20_000)
+            break
+        except AssertionError:
+            continue
+    lens.scroll_into_view_if_needed()
+    lens.locator("input[type='radio']").first.check(force=True)
+    lens.locator("button:text-is('Commit')").click(force=True)
+    assert "[*]:" in prompts(notebook), "the long cell is not running: the click did not meet a busy kernel"
+    menu(page, "File", "Save Notebook")   # the learner saves at once, while the kernel is still busy
+    wait_idle(page, timeout=90)
+    expect(notebook).to_contain_text("the last cell ran")
+    page.wait_for_timeout(1000)
+    message = lens.locator(".widget-label").last
+    expect(message).not_to_have_text("")
+    page.screenshot(path=str(page.shots / "01-after-run-all.png"))
+    saved = saved_records(lab.root / path, timeout=5)
+    shown = message.inner_text()
+    if shown == "Committed.":   # committed late: then it must be in the file the learner saved
+        assert [r["gate"] for r in saved] == ["lens-01"], "the page shows a commit the saved file lacks"
+    assert "the kernel was busy for" in shown and "Commit again now" in shown, shown
+    assert saved == [] and not lens.locator("button:text-is('Commit')").is_disabled()
+    assert "You predicted" not in lens.inner_text()
+    lens.locator("button:text-is('Commit')").click()   # again, with the kernel free
+    expect(message).to_have_text("Committed.")
+    expect(notebook).to_contain_text("Saved in this notebook for your instructor: lens-01")
+    page.screenshot(path=str(page.shots / "02-committed.png"))
+    menu(page, "File", "Save Notebook")
+    records = saved_records(lab.root / path)
+    assert [(r["gate"], r["notebook"]) for r in records] == [("lens-01", "01_intuition")]

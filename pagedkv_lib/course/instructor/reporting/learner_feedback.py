@@ -20,6 +20,17 @@ from ..intake.collect_notebooks import release_notebooks
 
 _WRAP_CSS = ("<style>pre, .output_text pre, .output_error pre { white-space: pre-wrap; "
              "overflow-wrap: anywhere; }</style>")
+# WCAG 2.1 AA on nbgrader's feedback page (Bootstrap 3 and Pygments' default colours, checked by axe-core in
+# tests/browser/test_accessibility.py): text at least 4.5:1 on the code background (#f5f5f5) and on white, the
+# panel headings' "(Top)" links white on blue (4.5:1), and links inside text underlined.
+_CONTRAST_CSS = (
+    "<style>a { color: #23527c; } a.anchor-link, p a, li a { text-decoration: underline; }"
+    " .panel-heading a, .panel-heading a:hover { color: #fff; text-decoration: underline; }"
+    " .highlight .c, .highlight .ch, .highlight .cm, .highlight .c1, .highlight .cs, .highlight .cpf"
+    " { color: #2b5a5a; } .highlight .ow, .highlight .nd { color: #7a1fb8; } .highlight .ne { color: #a3302a; }"
+    " .highlight .nl { color: #5c5c00; } .highlight .cp { color: #7a4f00; } .highlight .gi { color: #006400; }"
+    " .highlight .go, .highlight .ni { color: #555; } .highlight .se { color: #86491a; }"
+    " .highlight .si { color: #84475f; }</style>")
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$", re.DOTALL)
 _TEX = [(r"\\mathrm\{([^{}]*)\}", r"\1"), (r"\\text\{([^{}]*)\}", r"\1"), (r"\\lceil", "⌈"),
         (r"\\rceil", "⌉"), (r"\\sum_i", "Σᵢ "), (r"\\sum", "Σ"), (r"\\times", "×"), (r"\\bmod", "mod"),
@@ -80,14 +91,16 @@ def question_titles(release: dict) -> dict:
 
 
 def polish(page: str, titles: dict) -> str:
-    """Wrap long lines, name tests by question, and drop every external script (MathJax's CDN)."""
+    """Wrap long lines, name tests by question, drop every external script (MathJax's CDN), and meet
+    WCAG 2.1 AA contrast and the page's language (:data:`_CONTRAST_CSS`)."""
     page = re.sub(r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>", "", page)
     page = re.sub(r"<script[^>]*>(?:(?!</script>).)*MathJax(?:(?!</script>).)*</script>", "", page, flags=re.DOTALL)
     for gid, title in titles.items():
         page = page.replace(f'<a href="#{gid}">Test cell</a>', f'<a href="#{gid}">{html_lib.escape(title)}</a>')
         page = page.replace(f'<a href="#{gid}">Written response</a>',
                             f'<a href="#{gid}">{html_lib.escape(title)} (written)</a>')
-    return page.replace("</head>", _WRAP_CSS + "\n</head>", 1)
+    page = re.sub(r"<html(?![^>]*\blang=)", '<html lang="en"', page, count=1)   # the page's language, for screen readers
+    return page.replace("</head>", _WRAP_CSS + _CONTRAST_CSS + "\n</head>", 1)
 
 
 #: The line a feedback page opens with when the notebook was graded on other numbers than it showed.

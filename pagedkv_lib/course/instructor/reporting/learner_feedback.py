@@ -23,14 +23,16 @@ _WRAP_CSS = ("<style>pre, .output_text pre, .output_error pre { white-space: pre
 # WCAG 2.1 AA on nbgrader's feedback page (Bootstrap 3 and Pygments' default colours, checked by axe-core in
 # tests/browser/test_accessibility.py): text at least 4.5:1 on the code background (#f5f5f5) and on white, the
 # panel headings' "(Top)" links white on blue (4.5:1), and links inside text underlined.
-_CONTRAST_CSS = (
-    "<style>a { color: #23527c; } a.anchor-link, p a, li a { text-decoration: underline; }"
-    " .panel-heading a, .panel-heading a:hover { color: #fff; text-decoration: underline; }"
-    " .highlight .c, .highlight .ch, .highlight .cm, .highlight .c1, .highlight .cs, .highlight .cpf"
-    " { color: #2b5a5a; } .highlight .ow, .highlight .nd { color: #7a1fb8; } .highlight .ne { color: #a3302a; }"
-    " .highlight .nl { color: #5c5c00; } .highlight .cp { color: #7a4f00; } .highlight .gi { color: #006400; }"
-    " .highlight .go, .highlight .ni { color: #555; } .highlight .se { color: #86491a; }"
-    " .highlight .si { color: #84475f; }</style>")
+_CONTRAST_CSS = "<style>" + " ".join(f"{sel} {{ {rule} !important; }}" for sel, rule in (
+    ("a", "color: #23527c"), ("a.anchor-link, p a, li a", "text-decoration: underline"),
+    ("div.nbgrader_cell .panel-heading a", "color: #fff"),
+    ("div.nbgrader_cell .panel-heading a", "text-decoration: underline"),
+    (".highlight .c, .highlight .ch, .highlight .cm, .highlight .c1, .highlight .cs, .highlight .cpf",
+     "color: #2b5a5a"),
+    (".highlight .ow, .highlight .nd", "color: #7a1fb8"), (".highlight .ne", "color: #a3302a"),
+    (".highlight .nl", "color: #5c5c00"), (".highlight .cp", "color: #7a4f00"), (".highlight .gi", "color: #006400"),
+    (".highlight .go, .highlight .ni", "color: #555"), (".highlight .se", "color: #86491a"),
+    (".highlight .si", "color: #84475f"))) + "</style>"
 _MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$", re.DOTALL)
 _TEX = [(r"\\mathrm\{([^{}]*)\}", r"\1"), (r"\\text\{([^{}]*)\}", r"\1"), (r"\\lceil", "⌈"),
         (r"\\rceil", "⌉"), (r"\\sum_i", "Σᵢ "), (r"\\sum", "Σ"), (r"\\times", "×"), (r"\\bmod", "mod"),
@@ -99,7 +101,7 @@ def polish(page: str, titles: dict) -> str:
         page = page.replace(f'<a href="#{gid}">Test cell</a>', f'<a href="#{gid}">{html_lib.escape(title)}</a>')
         page = page.replace(f'<a href="#{gid}">Written response</a>',
                             f'<a href="#{gid}">{html_lib.escape(title)} (written)</a>')
-    page = re.sub(r"<html(?![^>]*\blang=)", '<html lang="en"', page, count=1)   # the page's language, for screen readers
+    page = re.sub(r"<html(?![^>]*\blang=)", '<html lang="en"', page, count=1)   # for screen readers
     return page.replace("</head>", _WRAP_CSS + _CONTRAST_CSS + "\n</head>", 1)
 
 

@@ -109,6 +109,12 @@ PS3 = [
     ("q5_answer", "q5_tests", "T = int(seq_lens[i])", "T = int(seq_lens[i]) - 1"),
     ("q5_answer", "q5_tests", "blocks = block_tables[i][: -(-T // S)].long()",
      "blocks = torch.arange(-(-T // S))"),  # ignores the block table
+    # Q7: the chained block keys
+    ("q7_answer", "q7_tests", "range(len(tokens) // block_size)", "range(-(-len(tokens) // block_size))"),  # partial block
+    ("q7_answer", "q7_tests", "if i == 0 and salt is not None", "if salt is not None"),  # salt in every block
+    ("q7_answer", "q7_tests", "parent = hash_block(parent,", "parent = hash_block(None,"),  # keys not chained
+    ("q7_answer", "q7_tests", "(salt,) if i == 0", "(salt,) if i == 1"),  # salt in the wrong block
+    ("q7_answer", "q7_tests", "range(len(tokens) // block_size)", "range(max(1, len(tokens) // block_size))"),  # a key for a short prompt (hidden cases only)
     # the Triton bonus
     ("bonus_answer", "bonus_tests", "heads = h * GROUP + g", "heads = g * H_KV + h"),  # h % H_kv
     ("bonus_answer", "bonus_tests", "axis=2) * scale", "axis=2)"),  # no 1/sqrt(D)
@@ -133,6 +139,11 @@ PS3_STYLES = [
                   "        k, v = k.repeat_interleave(G, 1).transpose(0, 1), v.repeat_interleave(G, 1).transpose(0, 1)\n"
                   "        outs.append(F.scaled_dot_product_attention(q[b][:, None], k, v)[:, 0])\n"
                   "    return torch.stack(outs)\n"),
+    ("q7_answer", "def chain_keys(tokens, block_size, hash_block, salt=None):\n"
+                  "    blocks = [tokens[i:i + block_size] for i in range(0, len(tokens) - block_size + 1, block_size)]\n"
+                  "    keys = []\n    for i, b in enumerate(blocks):\n"
+                  "        extra = [salt] if salt is not None and not keys else []\n"
+                  "        keys.append(hash_block(keys[-1] if keys else None, list(b), extra))\n    return keys\n"),
     ("bonus_answer", "            alpha = tl.exp(m - m_new)", "            alpha = tl.exp2((m - m_new) * 1.4426950408889634)"),
     ("bonus_answer", "            p = tl.exp(scores - m_new[:, None])",  # base-2 exponents, as GPU kernels use
      "            p = tl.exp2((scores - m_new[:, None]) * 1.4426950408889634)"),

@@ -180,7 +180,7 @@ def test_without_triton_the_bonus_is_skipped_in_one_line_and_nothing_else_change
     failed = {g: m for g, (ok, m) in verdicts.items() if not ok}
     assert list(failed) == ["bonus_tests"], failed
     assert failed["bonus_tests"] == ("CheckFailed: Bonus skipped: triton is not installed here, so the bonus scores 0; "
-                                     "this costs you nothing (the set is graded out of 23 points).")
+                                     "this costs you nothing (the set is graded out of 26 points).")
     assert kernel.score(cells, good) == sum(points(cells).values()), "triton is back for the other tests"
 
 

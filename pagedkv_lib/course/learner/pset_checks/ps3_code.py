@@ -349,7 +349,7 @@ def bonus_tests(t, namespace: dict) -> tuple[Callable, Callable]:
 
     checks = t.checks
     checks.require(t.run("triton is installed", lambda: importlib.util.find_spec("triton") is not None), "Bonus skipped: "
-                   "triton is not installed here, so the bonus scores 0; this costs you nothing (the set is graded out of 23 points).")
+                   "triton is not installed here, so the bonus scores 0; this costs you nothing (the set is graded out of 26 points).")
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
     # The reference is the library's; while grading it is hidden from your kernel, and the grader compares.
@@ -384,3 +384,59 @@ def bonus_tests(t, namespace: dict) -> tuple[Callable, Callable]:
     kernel_check("the worked example", random_paged_batch([5, 8], block_size=4, num_kv_heads=2, group=2, head_dim=8, seed=1))
     kernel_check("the second worked example", random_paged_batch([3, 17], block_size=4, num_kv_heads=1, group=4, head_dim=8, seed=2))
     return random_paged_batch, kernel_check
+
+
+# -- Q7: vLLM v1's chained block keys -----------------------------------------------------------------
+
+def toy_block_hash(parent, tokens, extra) -> str:
+    """The block hash Q7's checks hand your ``chain_keys``: 16 hex digits of SHA-256 over ``repr`` of its
+    inputs (tokens and extra keys read as tuples, so a list or a tuple gives the same key)."""
+    import hashlib
+    return hashlib.sha256(repr((parent, tuple(tokens), tuple(extra))).encode()).hexdigest()[:16]
+
+
+_PARTIAL = "only full blocks get a key: a partly filled last block is not cached"
+_SALT_ALL = "the salt enters block 0 only: later blocks inherit it through their parent's key"
+_UNCHAINED = "each block's parent is the key of the block before it (None for block 0): the keys must chain"
+
+
+def _chain_variant(tokens, S, salt, *, partial=False, salt_all=False, chained=True) -> list:
+    """Keys as a known slip computes them (each keyword one slip, at least one), with :func:`toy_block_hash`."""
+    if not (partial or salt_all or not chained):
+        raise ValueError("_chain_variant computes slips: set partial, salt_all or chained=False")
+    keys, parent = [], None
+    for i in range(-(-len(tokens) // S) if partial else len(tokens) // S):
+        extra = (salt,) if salt is not None and (i == 0 or salt_all) else ()
+        key = toy_block_hash(parent if chained else None, tuple(tokens[i * S:(i + 1) * S]), extra)
+        keys.append(key)
+        parent = key
+    return keys
+
+
+def _chain_mistakes(tokens, S, salt) -> list[tuple[list, str]]:
+    """Known wrong key lists, each slip alone, with what to do instead (a caller drops those equal to the right keys)."""
+    return [(_chain_variant(tokens, S, salt, partial=True), _PARTIAL[0].upper() + _PARTIAL[1:] + "."),
+           (_chain_variant(tokens, S, salt, salt_all=True), _SALT_ALL[0].upper() + _SALT_ALL[1:] + "."),
+           (_chain_variant(tokens, S, salt, chained=False), _UNCHAINED[0].upper() + _UNCHAINED[1:] + ".")]
+
+
+#: Q7's worked examples: (tokens, block_size, salt, keys), the keys written out (toy_block_hash).
+Q7_EXAMPLES = [(list(range(10)), 4, None, ["63a3d466563c59cf", "a75fdf8751aa6b71"]),
+               (list(range(10)), 4, "tenant-a", ["2798786bd564b940", "aa4be065b7f8fdbc"])]
+
+
+def q7_tests(t) -> tuple[Any, Callable, Callable]:
+    """The worked examples of Q7; returns ``(checks, keys_of, chain_mistakes)`` for the hidden cases."""
+    checks = t.checks
+    chain_keys = t.yours("chain_keys")
+
+    def keys_of(tokens, S, salt):
+        got = chain_keys(list(tokens), S, toy_block_hash, salt)
+        checks.require(isinstance(got, (list, tuple)), f"chain_keys should return a list of keys, got {got!r}")
+        return list(got)
+
+    for tokens, S, salt, want in Q7_EXAMPLES:
+        checks.check_value(f"chain_keys({tokens}, {S}, toy_block_hash, salt={salt!r})", keys_of(tokens, S, salt), want,
+                           misconceptions=[(w, why) for w, why in _chain_mistakes(tokens, S, salt) if w != want],
+                           hint="One key per full block; pass the previous key as the parent.")
+    return checks, keys_of, _chain_mistakes

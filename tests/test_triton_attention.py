@@ -303,14 +303,31 @@ def _imported_modules(source: str) -> set[str]:
     return names
 
 
+# Modules that may import triton inside one function only, once that function has found it installed.
+LAZY_TRITON = {"course/learner/pset_checks/ps3_code.py":
+               "ps3's bonus checks that a learner's kernel is a Triton kernel (JITFunction)"}
+
+
+def _module_level(source: str) -> str:
+    """The source without its function and class bodies: what runs when the module is imported."""
+    tree = ast.parse(source)
+    tree.body = [node for node in tree.body
+                 if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return ast.unparse(tree)
+
+
 def test_the_rest_of_the_library_never_imports_triton():
-    """Only attention/triton_decode needs the Triton extra: no other module imports triton or that module."""
+    """Only attention/triton_decode needs the Triton extra: no other module imports triton or that module
+    (the few named in LAZY_TRITON only inside a function, never when they are imported)."""
     package = pathlib.Path(importlib.util.find_spec("pagedkv_lib").origin).parent
     offenders = {}
     for path in sorted(package.rglob("*.py")):
         if path.stem == "triton_decode":
             continue
-        bad = [name for name in _imported_modules(path.read_text())
+        source = path.read_text()
+        if str(path.relative_to(package)) in LAZY_TRITON:
+            source = _module_level(source)
+        bad = [name for name in _imported_modules(source)
                if name.split(".")[0] == "triton" or "triton_decode" in name]
         if bad:
             offenders[str(path.relative_to(package))] = bad

@@ -1,7 +1,7 @@
 """Your numbers: the parameters of a problem set, drawn for you from the variant key your instructor gave you.
 
 A variant key is 32 hex digits (128 bits). Your instructor makes one per learner from a course secret
-and the learner's id (``instructor/keys.py``); a key cannot be turned into another learner's. A set's
+and the learner's id (``instructor/intake/variant_keys.py``); a key cannot be turned into another learner's. A set's
 numbers come from ``HMAC-SHA256(key, assignment)``, so one key serves every problem set, and each set
 draws its own numbers from it. On a hub the key arrives in the environment variable
 :data:`KEY_ENV`, which then decides (a pasted key is ignored); elsewhere you paste it into the

@@ -22,8 +22,9 @@ from ..grading.judge import Missing, RecordedAnswers, judge_notebook
 MIN_MATCHES = 2
 """Failed answers that must pass on the same other numbers before a student is flagged. One is not
 enough: a common slip often lands on some classmate's right answer when answers span a small range
-(ps1's block ids, 1-99). Simulated for ps1 with every answer a catalogued slip and exact values: one
-match flags 194 of 200 students, two matches from one classmate 3 of 200 (1 of 100 in a class of 100)."""
+(ps1's block ids, then 1-99). Simulated for ps1 with block ids 1-99, every answer a catalogued slip and
+exact values: one match flagged 194 of 200 students, two matches from one classmate 3 of 200 (1 of 100 in a
+class of 100). The ids now span 1-999, which makes a chance match rarer; that range was not simulated."""
 
 
 class _OnOtherNumbers(RecordedAnswers):

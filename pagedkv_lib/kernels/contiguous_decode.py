@@ -11,7 +11,6 @@ why and torch's ``scaled_dot_product_attention`` computes the same result, one r
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 import torch
@@ -19,7 +18,7 @@ import torch.nn.functional as F
 
 from ..attention.validation import check_float, check_scale, index_tensor
 from .fused_decode import STEP_TOKENS
-from .launch import as_array, on_threads
+from .launch import as_array, compiled_or_why_not, on_threads
 
 __all__ = ["contiguous_decode_numba", "contiguous_kernel_unavailable", "packed_kv"]
 
@@ -55,18 +54,12 @@ def _ready() -> str | None:
     """Compile (or load from numba's disk cache) by running it on a tiny batch; None, or why it failed."""
     gen = torch.Generator().manual_seed(0)
     q, kv = torch.randn(2, 2, 4, generator=gen), torch.randn(4, 1, 4, generator=gen)
-    try:
+
+    def run_tiny():
         from . import contiguous_kernel   # noqa: F401  (imports numba)
         _launch(q, kv, kv, torch.tensor([3, 1]), 0.5)
-        return None
-    except ImportError as exc:
-        reason = f"numba is not installed ({exc}): `pip install 'pagedkv_lib[fast]'` for the fused kernels"
-    except Exception as exc:  # noqa: BLE001  (any failure of numba's: compile, lowering, its own bugs)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        reason = f"numba could not compile the contiguous kernel ({type(exc).__name__}: {first[:200]})"
-    warnings.warn(f"{reason}; using torch's scaled_dot_product_attention per request instead",
-                  RuntimeWarning, stacklevel=4)
-    return reason
+    return compiled_or_why_not("contiguous kernel", run_tiny,
+                               "torch's scaled_dot_product_attention per request")
 
 
 def _check(q, keys, values, seq_lens) -> torch.Tensor:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import time
-import warnings
 
 import numpy as np
 import torch
@@ -38,7 +37,7 @@ import torch
 from ..attention.batch import random_paged_batch
 from ..attention.fast import paged_decode_online_fast
 from ..attention.validation import check_decode_inputs, check_scale
-from .launch import as_array, on_threads
+from .launch import as_array, compiled_or_why_not, on_threads
 
 __all__ = ["paged_decode_numba", "kernel_unavailable", "warm_up", "STEP_TOKENS"]
 
@@ -99,18 +98,11 @@ def warm_up(dtypes=(torch.float32,)) -> float:
 def _ready(sixteen_bit: bool) -> str | None:
     """Compile (or load) one version by running it on a tiny batch; None, or why it failed, warned once."""
     batch = random_paged_batch([3, 1], block_size=2, dtype=torch.float16 if sixteen_bit else torch.float32)
-    try:
+
+    def run_tiny():
         from . import numba_kernel        # noqa: F401  (imports numba)
         _launch(*batch.args(), scale=0.5)
-        return None
-    except ImportError as exc:
-        reason = f"numba is not installed ({exc}): `pip install 'pagedkv_lib[fast]'` for the fused kernel"
-    except Exception as exc:  # noqa: BLE001  (any failure of numba's: compile, lowering, its own bugs)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        reason = f"numba could not compile the fused kernel ({type(exc).__name__}: {first[:200]})"
-    warnings.warn(f"{reason}; using pagedkv_lib.attention.fast.paged_decode_online_fast instead",
-                  RuntimeWarning, stacklevel=4)
-    return reason
+    return compiled_or_why_not("fused kernel", run_tiny, "pagedkv_lib.attention.fast.paged_decode_online_fast")
 
 
 def _launch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,

@@ -1,4 +1,5 @@
-"""What both compiled decode kernels need around them: numpy views of tensors, and plain threads.
+"""What both compiled decode kernels need around them: numpy views of tensors, plain threads, and one
+way to compile them or say in one line why not.
 
 :mod:`.fused_decode` (paged) and :mod:`.contiguous_decode` (contiguous) launch one compiled
 program per request, each on ``torch.get_num_threads()`` plain Python threads that take the next
@@ -7,6 +8,8 @@ request until none is left; the programs release the GIL, so the threads run at 
 from __future__ import annotations
 
 import threading
+import warnings
+from typing import Callable
 
 import numpy as np
 import torch
@@ -52,3 +55,20 @@ def as_array(t: torch.Tensor) -> np.ndarray:
         t = t.view(torch.int16)
     a = np.ascontiguousarray(t.numpy())
     return a.view(np.uint16) if a.dtype == np.int16 else a
+
+
+def compiled_or_why_not(kernel: str, run_tiny: Callable[[], object], fallback: str) -> str | None:
+    """Compile ``kernel`` (or load it from numba's disk cache) by calling ``run_tiny``, which imports numba
+    and launches the kernel on a tiny batch. None when that ran; else the one line that says why not,
+    also warned (RuntimeWarning) naming ``fallback``, what the caller runs instead. Call it once per kernel
+    (the callers cache it), so the warning is given once."""
+    try:
+        run_tiny()
+        return None
+    except ImportError as exc:
+        reason = f"numba is not installed ({exc}): `pip install 'pagedkv_lib[fast]'` for the {kernel}"
+    except Exception as exc:  # noqa: BLE001  (any failure of numba's: compile, lowering, its own bugs)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        reason = f"numba could not compile the {kernel} ({type(exc).__name__}: {first[:200]})"
+    warnings.warn(f"{reason}; using {fallback} instead", RuntimeWarning, stacklevel=5)
+    return reason

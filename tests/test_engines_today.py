@@ -89,3 +89,19 @@ def test_the_chunked_schedule_never_stalls_a_decode_and_the_whole_one_does():
     text = E.chunking_text(workloads.sharegpt_like(60, seed=0), 4096, 20000)
     whole, chunked = [line for line in text.splitlines() if line.startswith("| whole") or line.startswith("| chunked")]
     assert chunked.split("|")[2].strip() == "0" and whole.split("|")[2].strip() != "0"
+
+
+def test_a_control_that_would_show_a_gates_answer_stays_shut_until_that_gate_is_committed():
+    from pagedkv_lib.lesson import gates as W
+    W.reset()
+    chats = workloads.multi_turn_conversations(30, seed=1)
+    gate = W.ask("q-cpu-tier", "hit rate with a CPU tier?", trace=chats, gpu_blocks=600, cpu_blocks=2000)
+    control = E.cpu_tier_control(chats, gpu_blocks=600, after=gate)
+    assert control.shut and all(b.disabled for b in control.boxes)
+    assert "Commit your prediction above first" in control.text() and "%" not in control.text()
+    control.boxes[0].value = 2000          # a forced change shows nothing either
+    assert "Commit your prediction above first" in control.text()
+    W.commit("q-cpu-tier", 50)
+    assert not control.shut and not any(b.disabled for b in control.boxes)
+    assert control.text() == E.cpu_tier_text(chats, 600, 2000)
+    W.reset()

@@ -129,15 +129,30 @@ class Control:
     Shown as the widget where a front end can draw one, and as the same markdown everywhere
     (:func:`~.views.widget_bundle`); ``text()`` is that markdown for the boxes' current values."""
 
-    def __init__(self, boxes, render):
+    def __init__(self, boxes, render, after=None):
+        """``after``: the gate (:class:`~.gates.Gate`) whose answer this control would show; until it is
+        committed the boxes are disabled and the output says to commit first."""
         import ipywidgets as w
         self.boxes, self.render, self.output = list(boxes), render, w.Output()
+        self.shut = after is not None and not after.committed
         for b in self.boxes:
             b.observe(self._show, names="value")
+            b.disabled = self.shut
         self.box = w.VBox([*self.boxes, self.output])
+        self._show()
+        if self.shut:
+            after.when_committed(self._open)
+
+    def _open(self) -> None:
+        self.shut = False
+        for b in self.boxes:
+            b.disabled = False
         self._show()
 
     def text(self) -> str:
+        if self.shut:
+            return ("*Commit your prediction above first: this control opens then* "
+                    "(where it cannot be drawn, run this cell again after the commit).")
         return self.render(*[b.value for b in self.boxes])
 
     def _show(self, _change=None) -> None:
@@ -154,14 +169,14 @@ class Control:
 _STYLE = {"description_width": "16em"}
 
 
-def preemption_control(model: str = "OPT-13B"):
-    """A model dropdown and a host-link dropdown; shows :func:`preemption_text`."""
+def preemption_control(model: str = "OPT-13B", after=None):
+    """A model dropdown and a host-link dropdown; shows :func:`preemption_text` once gate ``after`` is committed."""
     import ipywidgets as w
     names = [*acc.MODELS, *acc.HYBRID_MODELS]
     m = w.Dropdown(options=[n for n in names if acc.get_model(n).weight_bytes is not None], value=model,
                    description="model", style=_STYLE)
     link = w.Dropdown(options=list(LINKS), description="host link", style=_STYLE)
-    return Control([m, link], lambda name, label: preemption_text(name, LINKS[label]))
+    return Control([m, link], lambda name, label: preemption_text(name, LINKS[label]), after)
 
 
 def chunking_control(trace, num_blocks: int = 20000, token_budget: int = 2048):
@@ -173,12 +188,12 @@ def chunking_control(trace, num_blocks: int = 20000, token_budget: int = 2048):
     return Control([budget], lambda b: chunking_text(trace, b, num_blocks))
 
 
-def cpu_tier_control(trace, gpu_blocks: int = 1500, cpu_blocks: int = 0):
-    """A CPU-tier size box (blocks); shows :func:`cpu_tier_text` for ``trace``."""
+def cpu_tier_control(trace, gpu_blocks: int = 1500, cpu_blocks: int = 0, after=None):
+    """A CPU-tier size box (blocks); shows :func:`cpu_tier_text` for ``trace`` once gate ``after`` is committed."""
     import ipywidgets as w
     size = w.BoundedIntText(value=cpu_blocks, min=0, max=100000, step=500, description="CPU tier (blocks)",
                             style=_STYLE)
-    return Control([size], lambda c: cpu_tier_text(trace, gpu_blocks, c))
+    return Control([size], lambda c: cpu_tier_text(trace, gpu_blocks, c), after)
 
 
 def conversations(num_conversations: int = 100, seed: int = 0):

@@ -93,6 +93,7 @@ class Gate(Shown):
         self.slot: Slot | None = None     # where a click's commit is saved (the cell showing the gate)
         self.revealed = False
         self._widget = None
+        self._on_commit: list = []        # callables run once, right after the commit (when_committed)
 
     # ------------------------------------------------------------ state: the rule itself
 
@@ -135,7 +136,18 @@ class Gate(Shown):
             saved.emit(self.saved)
         self._reveal()
         saved.committed()
+        for run in self._on_commit:
+            run()
+        self._on_commit.clear()
         return dict(entry)
+
+    def when_committed(self, run) -> None:
+        """Call ``run()`` once this gate is committed: now if it already is, else right after the commit
+        (a control that would show the answer opens only then)."""
+        if self.committed:
+            run()
+        else:
+            self._on_commit.append(run)
 
     def verdict(self) -> str:
         """``"you predicted X; it is Y"``, only after a commit (empty before)."""

@@ -376,3 +376,14 @@ def test_q1_two_slips_at_once_are_both_named():
     no_times_off_by_one = tuple(table[p // S] + p % S + 1 for p in positions)
     assert found[no_times_off_by_one].startswith("Two slips at once:") and "multiply" in found[no_times_off_by_one] \
         and "off by one" in found[no_times_off_by_one]
+
+
+@pytest.mark.parametrize("shape", [(0, 1, 1, 1), (1,), (0,)])
+def test_an_output_that_only_broadcasts_to_the_right_one_fails(shape):
+    """An attack seen on 2026-12-03: the bonus's recorded result replaced by an empty tensor, which
+    torch.allclose broadcasts against any output and calls equal."""
+    what, batch = _hidden_batches(TWO_VARIANTS[0])[0]
+    right = ps3_code._own_attention(batch)
+    with pytest.raises(checks.CheckFailed, match="shaped like q"):
+        ps3_code.decode_diagnosis(checks, what, batch, torch.zeros(shape) + right.flatten()[0], right,
+                                  lambda keys: ps3_code._attention(batch, keys), ps3_code.DECODE_SLIPS, "(NaN)")

@@ -230,7 +230,8 @@ def _attention(batch: PagedBatch, slips: frozenset) -> torch.Tensor:
 
 
 def _same(got: torch.Tensor, want: torch.Tensor) -> bool:
-    return bool(torch.allclose(got, want.float(), atol=1e-4, rtol=1e-4, equal_nan=True))
+    """Equal in shape and, within 1e-4, in every value (allclose alone broadcasts: an empty tensor would pass)."""
+    return got.shape == want.shape and bool(torch.allclose(got, want.float(), atol=1e-4, rtol=1e-4, equal_nan=True))
 
 
 def _listed(items: list, limit: int = 6) -> str:
@@ -276,6 +277,9 @@ def decode_diagnosis(checks, what: str, batch: PagedBatch, got: torch.Tensor, ri
     Otherwise the message says which requests and heads are wrong, and which are right; ``nan_why`` says
     what can put NaN into an output (the cache's unowned slots hold NaN).
     """
+    checks.require(isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(right.shape),
+                   f"{what}: the output should be a tensor shaped like q {tuple(right.shape)}, got "
+                   f"{tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__}")
     if _same(got, right):
         return
     checks.name_slips(what, lambda keys: _same(got, (wrong := variant(keys))) and not _same(right, wrong), slips)

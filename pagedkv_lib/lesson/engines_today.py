@@ -157,13 +157,13 @@ class Control:
 
     def _show(self, _change=None) -> None:
         from IPython.display import Markdown, display
+        self.shown = self.text()   # kept: rendering may run a whole simulation
         self.output.clear_output(wait=True)
         with self.output:
-            display(Markdown(self.text()))
+            display(Markdown(self.shown))
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        text = self.text()
-        return {**widget_bundle(text, lambda: self), "text/markdown": text}
+        return {**widget_bundle(self.shown, lambda: self), "text/markdown": self.shown}
 
 
 _STYLE = {"description_width": "16em"}

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
+from ..accounting import blocks_needed
 from ..blocks.block_hash import chain_hashes
 from ..blocks.hashed_prefix_cache import HashedBlockManager
 from ..errors import OutOfBlocksError
@@ -66,9 +67,9 @@ def replay_with_cpu_tier(trace: ConversationTrace, *, gpu_blocks: int, cpu_block
     max_running = check_int("max_running", max_running, minimum=1)
     bm = HashedBlockManager(check_int("gpu_blocks", gpu_blocks, minimum=1), S, hash_fn=hash_fn)
     longest = max(len(p) + len(a) for p, a in zip(trace.prompts, trace.answers))
-    if -(-longest // S) > bm.num_blocks:
+    if blocks_needed(longest, S) > bm.num_blocks:
         raise ValueError(f"gpu_blocks={gpu_blocks} is too small: a request of {longest} tokens needs "
-                         f"{-(-longest // S)} blocks of {S}")
+                         f"{blocks_needed(longest, S)} blocks of {S}")
     tier: OrderedDict = OrderedDict()  # chain key -> None, least recently used first
     counts = dict(cpu_evictions=0)
 

@@ -76,12 +76,13 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
     log, workers = _collect_log(root), workers or os.cpu_count() or 1
     named = {a for a, _, _ in subs} | {k.split("/", 1)[1] for kind in _COLLECT_VERDICTS for k in log.get(kind, {})}
     releases = release_notebooks(cached_releases(root, sorted(named & set(known)), workers))
-    statuses, ready = _intake(root, subs, releases, log, SubmissionLimits(config=config))
+    graded_by_set = {a: graded_functions(root, a) for a in releases}   # each solution read once
+    statuses, ready = _intake(subs, releases, graded_by_set, log, SubmissionLimits(config=config))
     shutil.rmtree(root / JOBS_DIR, ignore_errors=True)  # an earlier run's jobs (a student then may not be graded now)
     with tempfile.TemporaryDirectory(prefix="pkv-sandbox-lib-") as libs:
         os.chmod(libs, 0o755)
         libraries = {} if trust_submissions else {
-            a: str(hidden_library(Path(libs) / a, graded_functions(root, a))) for a in {a for a, _ in ready}}
+            a: str(hidden_library(Path(libs) / a, graded_by_set[a])) for a in {a for a, _ in ready}}
         jobs = [GradingJob(str(root.resolve()), a, s, sandbox=not trust_submissions, library=libraries.get(a, ""),
                            variant_key=key_for(root, s)) for a, s in ready]
         graded = grade_all(root, jobs, timeout_s, NotebookLimits(config=config).budget_seconds, workers, progress,
@@ -97,9 +98,10 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
     return result
 
 
-def _intake(root: Path, subs: list, releases: dict, log: dict,
+def _intake(subs: list, releases: dict, graded_by_set: dict, log: dict,
             limits: SubmissionLimits) -> tuple[dict, list[tuple[str, str]]]:
-    """Each submission's status after preparing it, and the ``(assignment, student)`` jobs ready to grade.
+    """Each submission's status after preparing it, and the ``(assignment, student)`` jobs ready to grade
+    (``graded_by_set``: each assignment's :func:`graded_functions`).
     Whatever goes wrong with one submission here, the grader's own errors included, is its status."""
     statuses, ready = {}, []
     for assignment, student, folder in subs:
@@ -110,7 +112,7 @@ def _intake(root: Path, subs: list, releases: dict, log: dict,
             st.details.append(f"{SUBMITTED}/{student}/{assignment}: no assignment {assignment!r} in {SOURCE}/")
             continue
         try:
-            if prepare(folder, assignment, releases[assignment], st, graded_functions(root, assignment), limits):
+            if prepare(folder, assignment, releases[assignment], st, graded_by_set[assignment], limits):
                 ready.append((assignment, student))
         except Exception as err:  # noqa: BLE001 (the grader's own failure on this submission: its status)
             st.problems.append("grader error")

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ...accounting import blocks_needed
 from ...blocks.manager import BlockManager
 from ...blocks.slot_mapping import table_slots
 from .. import speed_table
@@ -110,7 +111,7 @@ HIT_TOKENS = "The cache serves whole blocks, never single tokens."
 def _cached_hit(live) -> int:
     """Tokens ``add_request`` serves from the cache for a prompt whose full blocks are all cached (a real manager)."""
     T, size = need(live, "p-hit", "prompt_len", "block_size")
-    bm = BlockManager(num_blocks=2 * -(-T // size), block_size=size)
+    bm = BlockManager(num_blocks=2 * blocks_needed(T, size), block_size=size)
     prompt = list(range(T))
     bm.add_request("first", prompt)
     return bm.add_request("again", prompt)

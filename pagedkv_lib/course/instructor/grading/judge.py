@@ -26,8 +26,8 @@ from typing import Any
 from ...learner import checks as trusted_checks
 from ...learner.variants import KEY_ENV
 from ...plain_values import decode, digest
-from ...protocol import (INSTANCE_TAG, NOT_WRITTEN, RECORD_MAX_BYTES, RECORD_MIME, Entry, EntryKind, attr_label,
-                         instance_label, item_label)
+from ...protocol import (INSTANCE_TAG, MESSAGE_MAX_CHARS, NOT_WRITTEN, RECORD_MAX_BYTES, RECORD_MIME, Entry,
+                         EntryKind, attr_label, instance_label, item_label)
 from ..intake.notebook_cleaning import cell_text, is_test
 
 #: First line of a hidden-test region that is never sent to the learner's kernel (it holds expected values).
@@ -68,7 +68,7 @@ def _outcome(entry: Entry) -> Any:
         raise RecordMismatch("a malformed entry in the record of results")
     if "raised" in outcome:
         kind = trusted_checks.NotWritten if outcome["raised"] == NOT_WRITTEN else trusted_checks.CheckFailed
-        raise kind(str(outcome.get("message", ""))[:500])
+        raise kind(str(outcome.get("message", ""))[:MESSAGE_MAX_CHARS])
     if "ok" not in outcome:
         raise RecordMismatch("a malformed entry in the record of results")
     value = outcome["ok"]

@@ -45,6 +45,7 @@ from .memory_cgroup import join_prefix, memory_group
 from .sandbox_denials import MAX_SHOWN, denied, tracer
 
 USER = "pkv-grader"  # the unprivileged system user whose group student kernels run in
+LIBRARY = Path(__file__).resolve().parents[3]  # this library's package folder, pagedkv_lib/
 #: Each kernel runs under its own unprivileged uid from this range (no login, no files outside its
 #: scratch), so a process limit spent by one student never starves a kernel graded beside it.
 KERNEL_UIDS = range(200_000, 260_000)
@@ -109,9 +110,8 @@ def hide_definitions(path: Path, names: list[str], module: str) -> None:
 def hidden_library(dest: Path, graded: list[str]) -> Path:
     """A copy of this library under ``dest`` without the instructor's side, its ``graded`` definitions
     (``"pagedkv_lib.module:name"``) replaced by stubs; returns the folder to put on ``PYTHONPATH``."""
-    package = Path(__file__).resolve().parents[3]
     target = dest / "pagedkv_lib"
-    shutil.copytree(package, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(LIBRARY, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.rmtree(target / "course" / "instructor")
     by_module: dict[str, list[str]] = {}
     for item in graded:
@@ -326,7 +326,7 @@ class SandboxKernelManager(AsyncKernelManager):
     def denied(self) -> list[str]:
         """What the sandbox denied this kernel so far (see ``sandbox_denials.py``)."""
         return denied(self.trace, cwd=self.scratch / "home", own=self.scratch, course=Path.cwd().resolve(),
-                      library=Path(__file__).resolve().parents[3],
+                      library=LIBRARY,
                       read_only=read_only(Path(self.library).resolve())) if self.trace else []
 
     async def cleanup_resources(self, restart: bool = False) -> None:

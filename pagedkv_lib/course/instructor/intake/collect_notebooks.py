@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..course_layout import COLLECT_LOG, SUBMITTED
 from .notebook_cleaning import missing_note, normalise, parse_notebook
-from .submission_bounds import Malformed, SubmissionLimits, Unreadable
+from .submission_bounds import Malformed, SubmissionLimits, Unreadable, read_bounded
 from .variant_keys import key_problem, student_id
 
 _COPY = re.compile(r"^(copy of\s+)+|(\s*\(\d+\)|\s*-\s*copy)+$", re.IGNORECASE)
@@ -116,10 +116,7 @@ def _store(root: Path, path: Path, rel: Path, student: str, assignment: str, rel
            found: Collected, limits: SubmissionLimits) -> None:
     key = f"{student}/{assignment}"
     try:
-        size = path.stat().st_size
-        if size > limits.file_bytes:
-            raise Malformed(f"{rel}: the file is {size:,} bytes; at most {limits.file_bytes:,} are accepted")
-        norm = normalise(path.read_bytes().decode("utf-8", errors="replace"), release, str(rel), limits)
+        norm = normalise(read_bounded(path, limits, str(rel)), release, str(rel), limits)
     except Unreadable as err:
         found.unreadable[key] = str(err)
         return

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..submission_status import Status
 from .answer_scan import grader_names_used, library_calls, reaches
 from .notebook_cleaning import cell_text, missing_note, normalise
-from .submission_bounds import Malformed, SubmissionLimits, Unreadable, parse_answer
+from .submission_bounds import Malformed, SubmissionLimits, Unreadable, parse_answer, read_bounded
 from .variant_keys import key_problem
 
 
@@ -32,10 +32,7 @@ def prepare(folder: Path, assignment: str, release: dict, status: Status, graded
         status.details.append(f"no {want.name} (found {[p.name for p in others]})")
         return False
     try:
-        size = want.stat().st_size
-        if size > limits.file_bytes:
-            raise Malformed(f"{want.name}: the file is {size:,} bytes; at most {limits.file_bytes:,} are accepted")
-        norm = normalise(want.read_bytes().decode("utf-8", errors="replace"), release, want.name, limits)
+        norm = normalise(read_bounded(want, limits, want.name), release, want.name, limits)
     except (Unreadable, Malformed) as err:
         problem = "unreadable" if isinstance(err, Unreadable) else "malformed"
         want.rename(want.with_suffix(f".ipynb.{problem}"))  # nbgrader must not try it

@@ -72,12 +72,12 @@ def json_depth(text: str, limit: int) -> int:
     return deepest
 
 
-def read_bounded(path: Path, limits: SubmissionLimits, where: str) -> dict:
-    """The notebook JSON in the file ``path``, read only if it is within ``limits``; else raise."""
+def read_bounded(path: Path, limits: SubmissionLimits, where: str) -> str:
+    """The text of the file ``path``, read only if its size is within ``limits``; else raise `Malformed`."""
     size = Path(path).stat().st_size
     if size > limits.file_bytes:
         raise Malformed(f"{where}: the file is {size:,} bytes; at most {limits.file_bytes:,} are accepted")
-    return parse_bounded(Path(path).read_bytes().decode("utf-8", errors="replace"), limits, where)
+    return Path(path).read_bytes().decode("utf-8", errors="replace")
 
 
 def parse_bounded(text: str, limits: SubmissionLimits, where: str) -> dict:

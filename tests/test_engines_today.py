@@ -105,3 +105,73 @@ def test_a_control_that_would_show_a_gates_answer_stays_shut_until_that_gate_is_
     assert not control.shut and not any(b.disabled for b in control.boxes)
     assert control.text() == E.cpu_tier_text(chats, 600, 2000)
     W.reset()
+
+
+@pytest.mark.parametrize("requests, budget", [(150, 4096), (60, 4096)])   # the second: the p99 gaps tie
+def test_the_chunking_gate_follows_both_gaps_of_the_two_runs(requests, budget):
+    trace = workloads.sharegpt_like(requests, seed=0)
+    live = {"trace": trace, "num_blocks": 20000, "token_budget": budget}
+    runs = E.chunking_runs(trace, budget, 20000)
+    w, c = runs["whole prompts"], runs["chunked"]
+
+    def ways(key):   # the directions a gap may be said to move: both, where it did not move
+        return {"shorter"} if c[key] < w[key] else {"longer"} if c[key] > w[key] else {"shorter", "longer"}
+    expected = tuple(choice for k, choice in enumerate(K.CHUNKING_CHOICES)
+                     if ("shorter", "longer")[k >= 2] in ways("max_itl_s") and ("shorter", "longer")[k % 2] in ways("p99_itl_s"))
+    answer, reveal = GATE_KEYS["q-chunking"].answer_and_reveal(live)
+    assert answer == (expected[0] if len(expected) == 1 else expected) == GATE_KEYS["q-chunking"].answer(live)
+    assert c["stalled_decodes"] == 0 < w["stalled_decodes"]
+    assert f"{1e3 * c['max_itl_s']:,.0f} ms" in reveal[0] and reveal[1] == E.chunking_text(trace, budget, 20000)
+
+
+def test_the_lessons_chunking_gate_is_not_the_obvious_choice():
+    # lesson 04's setting: chunking ends the stalls and the longest gap, and yet the 99th percentile grows
+    live = {"trace": workloads.sharegpt_like(300, seed=0), "num_blocks": 20000, "token_budget": 2048}
+    assert GATE_KEYS["q-chunking"].answer(live) == K.CHUNKING_CHOICES[1]
+
+
+def test_a_tie_in_one_gap_admits_both_choices_it_does_not_decide(monkeypatch):
+    same = {"stalled_decodes": 0, "steps": 9, "p99_itl_s": 0.02, "max_itl_s": 0.05, "mean_ttft_s": 1.0}
+    runs = {"whole prompts": {**same, "stalled_decodes": 4, "max_itl_s": 0.5}, "chunked": same}
+    monkeypatch.setattr(E, "chunking_runs", lambda *a: runs)
+    answer = GATE_KEYS["q-chunking"].answer({"trace": workloads.sharegpt_like(10, seed=0), "num_blocks": 99,
+                                             "token_budget": 64})
+    assert answer == K.CHUNKING_CHOICES[:2]
+
+
+@pytest.mark.parametrize("qid, target, live", [
+    ("q-chunking", (E, "chunking_runs"), {"trace": workloads.sharegpt_like(40, seed=0), "num_blocks": 20000,
+                                          "token_budget": 2048}),
+    ("q-cpu-tier", (K, "replay_with_cpu_tier"), {"trace": workloads.multi_turn_conversations(10, seed=1),
+                                                 "gpu_blocks": 300, "cpu_blocks": 500}),
+    ("q-preempt", (pc, "crossover_tokens"), {"model": "OPT-13B", "link": 2e9}),
+])
+def test_a_gate_runs_its_simulation_or_bisection_once_for_answer_and_reveal(qid, target, live, monkeypatch):
+    from pagedkv_lib.lesson import gates as W
+    module, name = target
+    real, calls = getattr(module, name), []
+    monkeypatch.setattr(module, name, lambda *a, **k: calls.append(a) or real(*a, **k))
+    W.reset()
+    gate = W.ask(qid, "?", **live)
+    assert len(calls) == 1 and gate.answer == GATE_KEYS[qid].answer(live)
+    W.reset()
+
+
+def test_the_chunking_control_stays_shut_until_its_gate_is_committed():
+    from pagedkv_lib.lesson import gates as W
+    W.reset()
+    trace = workloads.sharegpt_like(40, seed=0)
+    gate = W.ask("q-chunking", "what do the gaps do?", trace=trace, num_blocks=20000, token_budget=2048)
+    control = E.chunking_control(trace, after=gate)
+    assert control.shut and all(b.disabled for b in control.boxes) and "ms" not in control.text()
+    W.commit("q-chunking", K.CHUNKING_CHOICES[3])
+    assert not control.shut and control.text() == E.chunking_text(trace, control.boxes[0].value, 20000)
+    W.reset()
+
+
+def test_the_hybrid_reveal_names_the_gpu_its_rows_were_counted_for():
+    rows = E.hybrid_rows(["Gemma-3-27B"], 32768, 96 * GiB, utilization=0.85, block_size=32)
+    text = GATE_KEYS["q-hybrid-bytes"].reveal({"model": "Gemma-3-27B", "T": 32768, "rows": rows})[0]
+    assert "a 96 GiB GPU (utilization 0.85, blocks of 32)" in " ".join(text.split()) and "80 GiB" not in text
+    assert rows[0]["requests"] == acc.hybrid_kv_capacity("Gemma-3-27B", 96 * GiB, 32768, utilization=0.85,
+                                                         block_size=32).requests

@@ -62,17 +62,21 @@ def crafted_wrong_hit(block_size: int = 4, bits: int = 16) -> dict:
 
 # ------------------------------------------------------------------ lesson 02: hybrid models
 
-def hybrid_rows(models, num_tokens: int, gpu_bytes: int) -> list[dict]:
+def hybrid_rows(models, num_tokens: int, gpu_bytes: int, *, utilization: float = 0.9,
+                block_size: int = 16) -> list[dict]:
     """Per model and its all-full-attention twin: bytes per token at ``num_tokens``, and how many
-    requests of that length fit a GPU of ``gpu_bytes`` (utilization 0.9, blocks of 16)."""
+    requests of that length fit a GPU of ``gpu_bytes`` bytes (``utilization`` of it for weights and
+    cache, blocks of ``block_size`` tokens); each row also carries the GPU it was counted for."""
     out = []
     for name in models:
         spec = acc.get_model(name)
         for m in (spec, acc.as_full_attention(spec)):
-            cap = acc.hybrid_kv_capacity(m, gpu_bytes, num_tokens, weight_bytes=spec.weight_bytes)
+            cap = acc.hybrid_kv_capacity(m, gpu_bytes, num_tokens, weight_bytes=spec.weight_bytes,
+                                         utilization=utilization, block_size=block_size)
             out.append({"model": m.name, "c_tok": acc.bytes_per_token(m),
                         "mean_bytes": acc.mean_bytes_per_token(m, num_tokens), "requests": cap.requests,
-                        "page_bytes": cap.page_bytes, "blocks": cap.blocks_per_request})
+                        "page_bytes": cap.page_bytes, "blocks": cap.blocks_per_request,
+                        "gpu_bytes": gpu_bytes, "utilization": utilization, "block_size": block_size})
     return out
 
 
@@ -95,7 +99,11 @@ def preemption_rows(model: str, link_bytes_per_s: float, lengths=(256, 1024, 409
 
 def preemption_text(model: str, link_bytes_per_s: float) -> str:
     """Markdown: the crossover length and a table of both costs (the preemption control's output)."""
-    cross = pc.crossover_tokens(model, link_bytes_per_s=link_bytes_per_s)
+    return preemption_table(model, link_bytes_per_s, pc.crossover_tokens(model, link_bytes_per_s=link_bytes_per_s))
+
+
+def preemption_table(model: str, link_bytes_per_s: float, cross: int) -> str:
+    """:func:`preemption_text` for a crossover length ``cross`` (tokens) found already."""
     head = (f"**{model}**, link {link_bytes_per_s / 1e9:g} GB/s each way, prefill at "
             f"{pc.DEFAULT_FLOPS_PER_S / 1e12:g} TFLOP/s: swap is cheaper from **{cross:,} tokens** on "
             f"(0: at every length).\n\n| tokens | swap out and back (ms) | recompute (ms) | cheaper |\n|---|---|---|---|\n")
@@ -103,21 +111,36 @@ def preemption_text(model: str, link_bytes_per_s: float) -> str:
                             f"{r['cheaper']} |" for r in preemption_rows(model, link_bytes_per_s))
 
 
+def chunking_runs(trace, token_budget: int, num_blocks: int) -> dict[str, dict]:
+    """``trace`` served with whole prompts and with chunked prefill under ``token_budget`` (tokens per
+    step): each run's :meth:`~..sim.timed_serving.TimedResult.summary`, by ``"whole prompts"`` and ``"chunked"``."""
+    return {name: serve_timed(trace, num_blocks=num_blocks, token_budget=token_budget,
+                              chunked_prefill=chunked).summary()
+            for name, chunked in (("whole prompts", False), ("chunked", True))}
+
+
 def chunking_text(trace, token_budget: int, num_blocks: int) -> str:
     """Markdown: the same trace served without and with chunked prefill under ``token_budget``."""
-    rows = []
-    for chunked in (False, True):
-        s = serve_timed(trace, num_blocks=num_blocks, token_budget=token_budget, chunked_prefill=chunked).summary()
-        rows.append(f"| {'chunked' if chunked else 'whole prompts'} | {s['stalled_decodes']:,} | "
-                    f"{1e3 * s['p99_itl_s']:,.1f} | {1e3 * s['max_itl_s']:,.1f} | {s['mean_ttft_s']:,.2f} |")
-    return (f"Token budget {token_budget:,} per step, {len(trace):,} requests, {num_blocks:,} blocks.\n\n"
-            "| prefill | stalled decodes | p99 gap between tokens (ms) | longest gap (ms) | mean TTFT (s) |\n"
-            "|---|---|---|---|---|\n" + "\n".join(rows))
+    return chunking_table(chunking_runs(trace, token_budget, num_blocks), token_budget, len(trace), num_blocks)
+
+
+def chunking_table(runs: dict[str, dict], token_budget: int, requests: int, num_blocks: int) -> str:
+    """:func:`chunking_text` for runs made already (:func:`chunking_runs`)."""
+    rows = [f"| {name} | {s['stalled_decodes']:,} | {s['steps']:,} | {1e3 * s['p99_itl_s']:,.1f} | "
+            f"{1e3 * s['max_itl_s']:,.1f} | {s['mean_ttft_s']:,.2f} |" for name, s in runs.items()]
+    return (f"Token budget {token_budget:,} per step, {requests:,} requests, {num_blocks:,} blocks.\n\n"
+            "| prefill | stalled decodes | steps | p99 gap between tokens (ms) | longest gap (ms) | mean TTFT (s) |\n"
+            "|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 
 def cpu_tier_text(trace, gpu_blocks: int, cpu_blocks: int) -> str:
     """Markdown: prompt tokens served by the GPU cache, the CPU tier, and computed, for one tier size."""
-    r = replay_with_cpu_tier(trace, gpu_blocks=gpu_blocks, cpu_blocks=cpu_blocks)
+    return cpu_tier_summary(replay_with_cpu_tier(trace, gpu_blocks=gpu_blocks, cpu_blocks=cpu_blocks),
+                            gpu_blocks, cpu_blocks)
+
+
+def cpu_tier_summary(r, gpu_blocks: int, cpu_blocks: int) -> str:
+    """:func:`cpu_tier_text` for a replay made already (``r``, from :func:`~..sim.cpu_tier.replay_with_cpu_tier`)."""
     return (f"GPU cache {gpu_blocks:,} blocks, CPU tier {cpu_blocks:,} blocks: of {r.prompt_tokens:,} prompt tokens, "
             f"**{r.gpu_hit_rate:.1%}** from the GPU cache, **{r.cpu_hit_rate:.1%}** loaded from the CPU tier, "
             f"**{1 - r.hit_rate:.1%}** computed (hit rate {r.hit_rate:.1%}).")
@@ -179,13 +202,13 @@ def preemption_control(model: str = "OPT-13B", after=None):
     return Control([m, link], lambda name, label: preemption_text(name, LINKS[label]), after)
 
 
-def chunking_control(trace, num_blocks: int = 20000, token_budget: int = 2048):
-    """A token-budget box (tokens per step); shows :func:`chunking_text` for ``trace``."""
+def chunking_control(trace, num_blocks: int = 20000, token_budget: int = 2048, after=None):
+    """A token-budget box (tokens per step); shows :func:`chunking_text` for ``trace`` once gate ``after`` is committed."""
     import ipywidgets as w
     low = int((trace.prompt_len + trace.output_len[:, 0]).max())   # the longest request, prefilled whole
     budget = w.BoundedIntText(value=max(token_budget, low), min=low, max=65536, step=256,
                               description="token budget per step", style=_STYLE)
-    return Control([budget], lambda b: chunking_text(trace, b, num_blocks))
+    return Control([budget], lambda b: chunking_text(trace, b, num_blocks), after)
 
 
 def cpu_tier_control(trace, gpu_blocks: int = 1500, cpu_blocks: int = 0, after=None):
@@ -202,5 +225,6 @@ def conversations(num_conversations: int = 100, seed: int = 0):
 
 
 __all__ = ["LINKS", "Control", "key_sizes", "wrong_hit_table", "crafted_wrong_hit", "hybrid_rows", "hybrid_table",
-           "preemption_rows", "preemption_text", "chunking_text", "cpu_tier_text", "preemption_control",
+           "preemption_rows", "preemption_text", "preemption_table", "chunking_runs", "chunking_text",
+           "chunking_table", "cpu_tier_text", "cpu_tier_summary", "preemption_control",
            "chunking_control", "cpu_tier_control", "conversations"]

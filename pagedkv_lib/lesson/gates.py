@@ -258,8 +258,9 @@ def ask(qid: str, question: str, **live) -> Gate:
     source holds none of them. Display the returned :class:`Gate`.
     """
     key = gate_key(qid)
-    return predict(qid, question, answer=key.answer(live), choices=key.choices, number=key.units,
-                   reveal=key.reveal(live), tolerance=key.tolerance, mistakes=dict(key.mistakes))
+    answer, reveal = key.answer_and_reveal(live)
+    return predict(qid, question, answer=answer, choices=key.choices, number=key.units,
+                   reveal=reveal, tolerance=key.tolerance, mistakes=dict(key.mistakes))
 
 
 def arm(gate: Gate) -> Gate:

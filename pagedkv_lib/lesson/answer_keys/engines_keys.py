@@ -2,15 +2,19 @@
 
 Each answer is computed from the live values its cell passes in, through the library
 (:mod:`pagedkv_lib.blocks.block_hash`, :mod:`pagedkv_lib.accounting`, :mod:`pagedkv_lib.sim.preemption_cost`,
-:mod:`pagedkv_lib.sim.cpu_tier`); the reveals' tables come from :mod:`..engines_today`.
+:mod:`pagedkv_lib.sim.timed_serving`, :mod:`pagedkv_lib.sim.cpu_tier`); the reveals' tables come from
+:mod:`..engines_today`. Where the answer and the reveal need the same simulation or bisection, it runs
+once (:func:`.key_types.one_pass`).
 """
 from __future__ import annotations
 
 from ... import accounting as acc
 from ...blocks.block_hash import wrong_hit_probability
+from ...accounting import GiB
 from ...sim import preemption_cost as pc
+from ...sim.cpu_tier import replay_with_cpu_tier
 from .. import engines_today as E
-from .key_types import GateKey, need
+from .key_types import GateKey, need, one_pass
 
 # ------------------------------------------------------------------ 03_code: a 64-bit key's wrong hits
 
@@ -46,8 +50,8 @@ def _wrong_hit_reveal(live) -> list:
 
 HYBRID = """{model} at {T:,} tokens: {L_full} full-attention layers keep all {T:,} tokens, {L_sw} sliding-window
 layers only the last {W:,}. On average a token costs **{mean_kib:.1f} KiB** instead of {c_kib:.0f} KiB, a factor of
-**{ratio:.2f}**. The factor grows with the length, toward L / L_full. The requests that fit an 80 GiB GPU
-(utilization 0.9, blocks of 16) differ by another factor again, because whole blocks are counted per group,
+**{ratio:.2f}**. The factor grows with the length, toward L / L_full. The requests that fit a {gpu_gib:,.0f} GiB GPU
+(utilization {utilization:g}, blocks of {block_size}) differ by another factor again, because whole blocks are counted per group,
 and the {pad} padding layers that give every group the same page size cost memory too:"""
 HYBRID_ALL = "That counts every layer as full attention: the sliding-window layers keep only their window."
 
@@ -59,8 +63,9 @@ def _hybrid_ratio(live) -> float:
 
 def _hybrid_reveal(live) -> list:
     model, T, rows = need(live, "q-hybrid-bytes", "model", "T", "rows")
-    spec = acc.get_model(model)
-    return [HYBRID.format(model=model, T=T, L_full=spec.num_full_layers, L_sw=spec.num_sliding_layers,
+    spec, gpu = acc.get_model(model), rows[0]
+    return [HYBRID.format(model=model, T=T, gpu_gib=gpu["gpu_bytes"] / GiB, utilization=gpu["utilization"],
+                          block_size=gpu["block_size"], L_full=spec.num_full_layers, L_sw=spec.num_sliding_layers,
                           W=spec.sliding_window, mean_kib=acc.mean_bytes_per_token(model, T) / 1024,
                           c_kib=acc.bytes_per_token(model) / 1024, ratio=_hybrid_ratio(live),
                           pad=acc.kv_cache_groups(model).padding_layers),
@@ -81,29 +86,59 @@ PREEMPT_RECOMPUTE = ("Recompute needs no host memory, but its cost grows faster 
 PREEMPT_LONG = "The attention part of a recompute grows with the square of the length, the transfer only linearly."
 
 
-def _preempt(live) -> str:
+def _preempt(live) -> tuple[str, list]:
     model, link = need(live, "q-preempt", "model", "link")
-    cross, top = pc.crossover_tokens(model, link_bytes_per_s=link), 1 << 24
-    return PREEMPT_CHOICES[0 if cross == 0 else 1 if cross >= top else 2]
+    cross = pc.crossover_tokens(model, link_bytes_per_s=link)     # one bisection, for the answer and the reveal
+    choice = PREEMPT_CHOICES[0 if cross == 0 else 1 if cross >= 1 << 24 else 2]
+    return choice, [PREEMPT.format(model=model, cross=cross), E.preemption_table(model, link, cross)]
 
 
-def _preempt_reveal(live) -> list:
-    model, link = need(live, "q-preempt", "model", "link")
-    return [PREEMPT.format(model=model, cross=pc.crossover_tokens(model, link_bytes_per_s=link)),
-            E.preemption_text(model, link)]
+# ------------------------------------------------------------------ 04_demo: chunked prefill
+
+CHUNKING_CHOICES = ("both get shorter", "the longest gets shorter, the 99th percentile longer",
+                    "the longest gets longer, the 99th percentile shorter", "both get longer")
+CHUNKING = """Whole prompts: a step that admits prompts prefills them whole, and every running request waits
+through it without a token: {stalled_w:,} stalled decodes, the longest gap between two tokens of one request
+**{max_w:,.0f} ms**, the 99th percentile **{p99_w:,.0f} ms**. Chunked under the same {budget:,} tokens per
+step: {stalled_c:,} stalled decodes. The prefill work is still there, now inside steps that also decode, so
+every request decoding in such a step waits as long as its piece of prompt takes. The longest gap is
+**{max_c:,.0f} ms** ({max_moved}), the 99th percentile **{p99_c:,.0f} ms** ({p99_moved}); the run takes
+{steps_c:,} steps instead of {steps_w:,}, and the mean time to first token is {ttft_c:.2f} s instead of
+{ttft_w:.2f} s. The budget caps how much prefill one step carries: try others in the control under the gate."""
+CHUNKING_ALL_SHORTER = ("Chunking ends the stalls, but the prefill work does not go away: it now rides in the "
+                        "decode steps, and every decode in such a step waits for its piece of prompt.")
+CHUNKING_REVERSED = ("Without chunking the longest gap is a stall: a running request waits through one or more "
+                     "whole-prompt prefill steps in a row. Chunking caps the prefill of any one step at the "
+                     "budget, and no request waits through a step without a token.")
+
+
+def _moved(before: float, after: float) -> str:
+    return "shorter" if after < before else "longer" if after > before else "unchanged"
+
+
+def _chunking(live) -> tuple:
+    trace, blocks, budget = need(live, "q-chunking", "trace", "num_blocks", "token_budget")
+    runs = E.chunking_runs(trace, budget, blocks)      # both schedules once, for the answer and the reveal
+    w, c = runs["whole prompts"], runs["chunked"]
+    longest = {"shorter": (0, 1), "longer": (2, 3), "unchanged": (0, 1, 2, 3)}[_moved(w["max_itl_s"], c["max_itl_s"])]
+    p99 = {"shorter": (0, 2), "longer": (1, 3), "unchanged": (0, 1, 2, 3)}[_moved(w["p99_itl_s"], c["p99_itl_s"])]
+    right = tuple(CHUNKING_CHOICES[k] for k in sorted(set(longest) & set(p99)))
+    text = CHUNKING.format(
+        budget=budget, stalled_w=w["stalled_decodes"], stalled_c=c["stalled_decodes"],
+        max_w=1e3 * w["max_itl_s"], max_c=1e3 * c["max_itl_s"], p99_w=1e3 * w["p99_itl_s"], p99_c=1e3 * c["p99_itl_s"],
+        max_moved=_moved(w["max_itl_s"], c["max_itl_s"]), p99_moved=_moved(w["p99_itl_s"], c["p99_itl_s"]),
+        steps_w=w["steps"], steps_c=c["steps"], ttft_w=w["mean_ttft_s"], ttft_c=c["mean_ttft_s"])
+    return (right[0] if len(right) == 1 else right), [text, E.chunking_table(runs, budget, len(trace), blocks)]
 
 
 CPU_TIER = """A CPU tier keeps what the GPU evicts, under the same chain keys, so a conversation that comes back
 after its blocks left the GPU loads them over the host link instead of prefilling them again:"""
-def _cpu_rate(live) -> float:
-    trace, gpu, cpu = need(live, "q-cpu-tier", "trace", "gpu_blocks", "cpu_blocks")
-    from ...sim.cpu_tier import replay_with_cpu_tier
-    return 100 * replay_with_cpu_tier(trace, gpu_blocks=gpu, cpu_blocks=cpu).hit_rate
 
 
-def _cpu_reveal(live) -> list:
+def _cpu_tier(live) -> tuple[float, list]:
     trace, gpu, cpu = need(live, "q-cpu-tier", "trace", "gpu_blocks", "cpu_blocks")
-    return [CPU_TIER, E.cpu_tier_text(trace, gpu, cpu)]
+    replay = replay_with_cpu_tier(trace, gpu_blocks=gpu, cpu_blocks=cpu)   # once, for the answer and the reveal
+    return 100 * replay.hit_rate, [CPU_TIER, E.cpu_tier_summary(replay, gpu, cpu)]
 
 
 GATES = {
@@ -112,10 +147,10 @@ GATES = {
                            mistakes={WRONG_HIT_CHOICES[0]: WRONG_HIT_ONE, WRONG_HIT_CHOICES[3]: WRONG_HIT_ALWAYS}),
     "q-hybrid-bytes": GateKey("q-hybrid-bytes", "02_math", _hybrid_ratio, _hybrid_reveal, units="x", tolerance=0.15,
                               texts=(HYBRID,), mistakes={1.0: HYBRID_ALL}),
-    "q-preempt": GateKey("q-preempt", "04_demo", _preempt, _preempt_reveal, choices=PREEMPT_CHOICES,
-                         texts=(PREEMPT,),
-                         mistakes={PREEMPT_CHOICES[1]: PREEMPT_RECOMPUTE, PREEMPT_CHOICES[3]: PREEMPT_LONG}),
-    "q-cpu-tier": GateKey("q-cpu-tier", "04_demo", _cpu_rate, _cpu_reveal, units="%", tolerance=0.1,
-                          texts=(CPU_TIER,)),
+    "q-preempt": one_pass("q-preempt", "04_demo", _preempt, choices=PREEMPT_CHOICES, texts=(PREEMPT,),
+                          mistakes={PREEMPT_CHOICES[1]: PREEMPT_RECOMPUTE, PREEMPT_CHOICES[3]: PREEMPT_LONG}),
+    "q-chunking": one_pass("q-chunking", "04_demo", _chunking, choices=CHUNKING_CHOICES, texts=(CHUNKING,),
+                           mistakes={CHUNKING_CHOICES[0]: CHUNKING_ALL_SHORTER, CHUNKING_CHOICES[2]: CHUNKING_REVERSED}),
+    "q-cpu-tier": one_pass("q-cpu-tier", "04_demo", _cpu_tier, units="%", tolerance=0.1, texts=(CPU_TIER,)),
 }
 PRACTICES: dict = {}

@@ -23,6 +23,8 @@ class GateKey:
     answers; ``answer(live)`` computes the outcome after checking it; ``reveal(live)`` returns what
     is shown after the commit (text, figures, displayable objects, in order); ``texts`` are the
     reveal's prose templates; ``mistakes`` maps a wrong choice to the misconception it stands for.
+    ``outcome(live)``, where a key has one, returns ``(answer, reveal)`` from one computation that
+    both need (a simulation, a bisection): :func:`one_pass` builds such a key.
     """
     id: str
     lesson: str
@@ -33,10 +35,23 @@ class GateKey:
     tolerance: float = 0.1
     texts: tuple = ()
     mistakes: Mapping = field(default_factory=dict)
+    outcome: Callable[[Live], tuple] | None = None
 
     def __post_init__(self):
         if (self.choices is None) == (self.units is None):
             raise ValueError(f"gate key {self.id!r} needs exactly one of choices or units")
+
+    def answer_and_reveal(self, live: Live) -> tuple[Any, list]:
+        """The answer and the reveal for ``live``, computing what they share once where the key can."""
+        if self.outcome is not None:
+            return self.outcome(live)
+        return self.answer(live), self.reveal(live)
+
+
+def one_pass(key_id: str, lesson: str, outcome: Callable[[Live], tuple], **kw) -> GateKey:
+    """A :class:`GateKey` whose answer and reveal come from one call of ``outcome(live) -> (answer, reveal)``
+    (``answer`` and ``reveal`` alone still work, each running ``outcome``)."""
+    return GateKey(key_id, lesson, lambda live: outcome(live)[0], lambda live: outcome(live)[1], outcome=outcome, **kw)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from IPython.display import Markdown
 
-from ..sim.paper_comparison import (DATASETS, SYSTEMS, Comparison, PaperRow, Setting,
-                                    compare_to_paper, gap_moves)
+from ..sim.paper_comparison import SYSTEMS, Comparison, PaperRow, Setting, compare_to_paper, gap_moves
 from .claims import cited
 
 _FIG2_KEYS = {name: f"fig2-{key}" for key, name in
@@ -81,8 +80,7 @@ def _setting_text(s: Setting) -> str:
 def why_they_differ(now: Comparison) -> str:
     """Markdown bullets: the trace, the maximum length and the block size behind each gap, with
     this run's own figures."""
-    s = now.setting
-    trace = DATASETS[s.dataset](s.requests, seed=0, max_context=s.max_length)
+    s, trace = now.setting, now.trace
     prompt, final = float(trace.prompt_len.mean()), float(trace.final_len.mean())
     by = {r.figure.split(", ", 1)[1]: r for r in now.token_states}
     full = int(prompt) // s.block_size

@@ -15,12 +15,12 @@ setting moved our figure toward the paper's or away from it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..accounting import get_model
 from ..validation import check_choice, check_int, check_number
 from .simulate import PAPER_SHARING_SAVING, PAPER_TOKEN_STATE_SHARE, run_policies, simulate
-from .workloads import alpaca_like, beam_search, parallel_sampling, poisson_arrivals, sharegpt_like
+from .workloads import Trace, alpaca_like, beam_search, parallel_sampling, poisson_arrivals, sharegpt_like
 
 PAPER_SHARING_SHAREGPT = {"parallel sampling": (0.162, 0.305), "beam search": (0.443, 0.663)}
 """Blocks saved by sharing on ShareGPT in the paper's §6.3 text (range over 2, 4 and 6)."""
@@ -71,9 +71,12 @@ class Setting:
 
 @dataclass(frozen=True)
 class Comparison:
+    """One setting's rows beside the paper's, and the trace they were run on (its lengths, for the
+    lesson's explanations)."""
     setting: Setting
     token_states: list
     sharing: list
+    trace: Trace | None = field(default=None, compare=False, repr=False)
 
     @property
     def rows(self) -> list:
@@ -117,7 +120,7 @@ def compare_to_paper(setting: Setting = Setting()) -> Comparison:
     model = replace(get_model("OPT-13B"), max_context=setting.max_length)
     sim = {"model": model, "block_size": setting.block_size}
     results = run_policies(trace, tuple(SYSTEMS), progress=False, **sim)
-    return Comparison(setting, token_state_rows(results), sharing_rows(trace, setting.dataset, **sim))
+    return Comparison(setting, token_state_rows(results), sharing_rows(trace, setting.dataset, **sim), trace)
 
 
 def gap_moves(before: Comparison, after: Comparison) -> dict[str, float]:

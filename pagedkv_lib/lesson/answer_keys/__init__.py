@@ -4,6 +4,7 @@ name a gate or practice by id and question only (:func:`..gates.ask`, :func:`..p
 """
 from __future__ import annotations
 
+from ..inputs import lookup
 from . import code_keys, demo_keys, engines_keys, intuition_keys, math_keys
 from .key_types import GateKey, Live, PracticeKey, need  # noqa: F401 (the key types, for readers)
 
@@ -14,13 +15,9 @@ PRACTICE_KEYS: dict[str, PracticeKey] = {k: v for m in _MODULES for k, v in m.PR
 
 def gate_key(qid: str) -> GateKey:
     """The key of gate ``qid``; a ``KeyError`` naming the known gate ids if there is none."""
-    if qid not in GATE_KEYS:
-        raise KeyError(f"no answer key for gate {qid!r}; the keyed gates: {sorted(GATE_KEYS)}")
-    return GATE_KEYS[qid]
+    return lookup(GATE_KEYS, "answer key for a gate", qid)
 
 
 def practice_key(pid: str) -> PracticeKey:
     """The key of practice ``pid``; a ``KeyError`` naming the known practice ids if there is none."""
-    if pid not in PRACTICE_KEYS:
-        raise KeyError(f"no answer key for practice {pid!r}; the keyed practices: {sorted(PRACTICE_KEYS)}")
-    return PRACTICE_KEYS[pid]
+    return lookup(PRACTICE_KEYS, "answer key for a practice", pid)

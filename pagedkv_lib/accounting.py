@@ -181,6 +181,10 @@ HYBRID_SOURCES = {
 """Where each hybrid preset's numbers come from (HF ``config.json`` fields, by model repository, date read)."""
 
 
+_PRESETS_BY_LOWER_NAME = {k.lower(): v for k, v in {**MODELS, **HYBRID_MODELS}.items()}
+"""Every preset by its name in lower case, built once for :func:`get_model` (the presets never change)."""
+
+
 def get_model(name: str | ModelSpec, dtype: str | None = None) -> ModelSpec:
     """A preset by name (case-insensitive), optionally with another cache ``dtype``.
 
@@ -188,14 +192,13 @@ def get_model(name: str | ModelSpec, dtype: str | None = None) -> ModelSpec:
     """
     if isinstance(name, ModelSpec):
         spec = name
+    elif isinstance(name, str) and name.lower() in _PRESETS_BY_LOWER_NAME:
+        spec = _PRESETS_BY_LOWER_NAME[name.lower()]
     else:
-        by_lower = {k.lower(): v for k, v in {**MODELS, **HYBRID_MODELS}.items()}
         names = ", ".join([*MODELS, *HYBRID_MODELS])
         if not isinstance(name, str):
             raise TypeError(f"model must be a ModelSpec or a preset name ({names}); got {name!r}")
-        if name.lower() not in by_lower:
-            raise ValueError(f"model must be a ModelSpec or one of {names}; got {name!r}")
-        spec = by_lower[name.lower()]
+        raise ValueError(f"model must be a ModelSpec or one of {names}; got {name!r}")
     return spec if dtype is None else spec.with_dtype(dtype)
 
 

@@ -44,6 +44,15 @@ def test_model_lookup_is_case_insensitive_and_accepts_specs():
     assert acc.get_model(spec) is spec
 
 
+@given(st.sampled_from([*acc.MODELS, *acc.HYBRID_MODELS]), st.lists(st.booleans(), min_size=20, max_size=20))
+def test_every_preset_is_found_under_any_casing_of_its_name(name, upper):
+    """The lookup table (built once) holds every preset of both tables, under each casing of its name."""
+    cased = "".join(c.upper() if u else c.lower() for c, u in zip(name, upper + [False] * len(name)))
+    assert acc.get_model(cased) is {**acc.MODELS, **acc.HYBRID_MODELS}[name]
+    with pytest.raises(ValueError, match="one of OPT-13B"):
+        acc.get_model(cased + "x")
+
+
 @given(lengths, st.sampled_from(sorted(acc.MODELS)))
 def test_eq2_logical_bytes_is_tokens_times_eq1(ls, name):
     assert acc.logical_bytes(ls, name) == sum(ls) * acc.bytes_per_token(name)

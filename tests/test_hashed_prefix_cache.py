@@ -124,6 +124,35 @@ def test_salt_enters_the_first_key_and_separates_every_later_block():
     assert bm.add_request("c", [1, 2, 3, 4, 5], salt="a") == 4
 
 
+@settings(max_examples=60, deadline=None)
+@given(tokens=st.lists(st.integers(0, 5), max_size=24), S=st.integers(1, 4), salt=st.sampled_from([None, "t", 7, ("x", 1)]),
+       cut=st.integers(0, 6))
+def test_every_key_of_a_salted_request_is_the_one_chain_rule(tokens, S, salt, cut):
+    """Keys extended from block ``cut`` continue the whole chain; the cache keys a salted prompt's blocks with
+    exactly those keys; and the salt is in block 0's hash only (block 1 hashed on block 0's key, no salt)."""
+    keys = chain_hashes(tokens, S, salt=salt)
+    cut = min(cut, len(keys))
+    assert keys[:cut] + chain_hashes(tokens, S, salt=salt, start=cut, parent=keys[cut - 1] if cut else None) == keys
+    if len(keys) >= 2:
+        assert keys[1] == sha256(keys[0], tuple(tokens[S:2 * S]), ())
+        assert keys[0] == sha256(None, tuple(tokens[:S]), () if salt is None else (salt,))
+    bm = HashedBlockManager(16, S)
+    if tokens and len(tokens) <= 16 * S:
+        bm.add_request("r", tokens, salt=salt)
+        assert [bm.prefix_cache.node_of(b) for b in bm.block_table("r")[:len(keys)]] == keys
+        bm.check_invariants()
+
+
+def test_extending_keys_needs_the_parent_of_the_first_block():
+    keys = chain_hashes([1, 2, 3, 4], 2, salt="a")
+    with pytest.raises(ValueError, match="parent"):
+        chain_hashes([1, 2, 3, 4], 2, salt="a", start=1)
+    with pytest.raises(ValueError, match="parent"):
+        chain_hashes([1, 2, 3, 4], 2, start=0, parent=keys[0])
+    with pytest.raises(ValueError, match="start"):
+        chain_hashes([1, 2, 3, 4], 2, start=-1)
+
+
 def test_keys_have_a_constant_size_whatever_the_prefix_length():
     keys = chain_hashes(list(range(4096)), 16, hash_fn="sha256")
     assert {len(k) for k in keys} == {32}

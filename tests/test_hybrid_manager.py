@@ -7,6 +7,9 @@ manager's invariants hold, every prompt's hit is the longest prefix a brute-forc
 in every group, and a manager whose groups are all full attention behaves exactly like the plain
 block manager.
 """
+import collections.abc
+
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -16,7 +19,7 @@ from pagedkv_lib.blocks.block_hash import chain_hashes
 from pagedkv_lib.blocks.hybrid_manager import HybridBlockManager
 from pagedkv_lib.blocks.hybrid_prefix_hits import full_attention_hit, longest_common_hit, sliding_window_hit
 from pagedkv_lib.blocks.manager import BlockManager
-from pagedkv_lib.errors import InvariantError, OutOfBlocksError
+from pagedkv_lib.errors import DuplicateRequestError, InvariantError, OutOfBlocksError, UnknownRequestError
 
 # The doc's case-2 model: 10 full-attention and 20 sliding-window layers of one kv hidden size.
 DOC_MODEL = ModelSpec("doc case 2", 30, 1, 64, sliding_window=32, num_sliding_layers=20)
@@ -233,3 +236,84 @@ def test_hybrid_model_specs_are_checked():
     with pytest.raises(ValueError, match="window"):
         acc.window_blocks(10, 0, 4)
     assert acc.window_blocks(112, 32, 16) == 2 and acc.window_blocks(0, 32, 16) == 0
+
+
+# ------------------------------------------------------------------ bad input: the plain manager's errors, word for word
+
+def _managers():
+    """A plain and a hybrid manager with the same live request ``"a"`` (the hybrid has one full group)."""
+    plain, hybrid = BlockManager(8, 4), HybridBlockManager(8, 4, [None])
+    for bm in (plain, hybrid):
+        bm.add_request("a", [1, 2, 3, 4, 5])
+    return plain, hybrid
+
+
+def _state(bm):
+    tables = bm.block_tables("a")[0] if isinstance(bm, HybridBlockManager) else bm.block_table("a")
+    return bm.request_ids(), tables, bm.num_tokens("a"), bm.free_queue()
+
+
+def _raised(call):
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - the type and message are what is compared
+        return type(exc), str(exc)
+    return None
+
+
+BAD_CALLS = [
+    ("add_request", ([1], [1])), ("add_request", ("", [1])), ("add_request", (None, [1])), ("add_request", (7, [1])),
+    ("add_request", ("a", [1])), ("add_request", ("b", [])), ("add_request", ("b", "abc")), ("add_request", ("b", 5)),
+    ("add_request", ("b", [1, -2])), ("add_request", ("b", [1.0])), ("add_request", ("b", [True])),
+    ("add_request", ("b", np.zeros((2, 2), dtype=int))), ("add_request", ("b", np.zeros(3))),
+    ("append_tokens", ([1], [1])), ("append_tokens", ({}, [1])), ("append_tokens", ("zz", [1])),
+    ("append_tokens", (None, [1])), ("append_tokens", ("a", [-1])), ("append_tokens", ("a", "x")),
+    ("append_tokens", ("a", None)), ("free", ([1],)), ("free", ("zz",)), ("free", (None,)), ("free", ({"a"},)),
+    ("num_tokens", ([1],)), ("num_tokens", ("zz",)), ("ref_count", (-1,)), ("ref_count", (8,)),
+    ("ref_count", ("0",)), ("ref_count", (1.0,)),
+]
+BAD_SALTS = [1.5, True, [1], ("x", 1.0), {"k": 1}]
+
+
+@pytest.mark.parametrize("method, args", BAD_CALLS + [("add_request", ("b", [1], s)) for s in BAD_SALTS])
+def test_both_managers_reject_the_same_bad_input_the_same_way(method, args):
+    """The same bad call raises the same error type and message in both managers, and changes nothing."""
+    plain, hybrid = _managers()
+    before = [_state(plain), _state(hybrid)]
+    kwargs = {"salt": args[2]} if len(args) == 3 else {}
+    raised = [_raised(lambda bm=bm: getattr(bm, method)(*args[:2], **kwargs)) for bm in (plain, hybrid)]
+    assert raised[0] is not None and raised[0] == raised[1]
+    assert raised[0][0] in (TypeError, ValueError, UnknownRequestError, DuplicateRequestError)
+    assert [_state(plain), _state(hybrid)] == before
+    for bm in (plain, hybrid):
+        bm.check_invariants()
+
+
+@settings(max_examples=60, deadline=None)
+@given(request_id=st.one_of(st.none(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3),
+                            st.lists(st.text(max_size=2), max_size=2), st.dictionaries(st.text(max_size=1), st.integers()),
+                            st.sets(st.integers(), max_size=2), st.binary(max_size=2)),
+       method=st.sampled_from(["append_tokens", "free", "num_tokens"]))
+def test_any_bad_request_id_gets_the_plain_managers_error(request_id, method):
+    """An id that is not live, hashable or not, is refused alike: ``TypeError`` naming ``request_id`` for one
+    that cannot be looked up (unhashable), ``UnknownRequestError`` for one that is not live."""
+    if request_id == "a":
+        return
+    plain, hybrid = _managers()
+    args = (request_id, [1]) if method == "append_tokens" else (request_id,)
+    raised = [_raised(lambda bm=bm: getattr(bm, method)(*args)) for bm in (plain, hybrid)]
+    assert raised[0] == raised[1]
+    kind, message = raised[0]
+    assert "request_id" in message and repr(request_id) in message
+    assert kind is (UnknownRequestError if isinstance(request_id, collections.abc.Hashable) else TypeError)
+
+
+@pytest.mark.parametrize("make", [lambda **kw: BlockManager(**kw), lambda **kw: HybridBlockManager(windows=[None], **kw)])
+@pytest.mark.parametrize("kwargs, error", [(dict(num_blocks=0, block_size=4), ValueError),
+                                           (dict(num_blocks=8, block_size=2.0), TypeError),
+                                           (dict(num_blocks=8, block_size=4, enable_prefix_caching=1), TypeError)])
+def test_both_managers_check_their_sizes_alike(make, kwargs, error):
+    with pytest.raises(error) as raised:
+        make(**kwargs)
+    name = next(k for k in ("enable_prefix_caching", "block_size", "num_blocks") if k in str(raised.value))
+    assert repr(kwargs[name]) in str(raised.value) or str(kwargs[name]) in str(raised.value)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pagedkv_lib import accounting as acc
+from pagedkv_lib.blocks.block_hash import sha256
 from pagedkv_lib.sim import preemption_cost as pc
 from pagedkv_lib.sim.cpu_tier import replay_with_cpu_tier
 from pagedkv_lib.sim.timed_serving import serve_timed
@@ -203,6 +204,33 @@ def test_a_cpu_tier_raises_the_hit_rate_of_a_small_gpu_cache():
     assert math.isclose(alone.hit_rate, alone.gpu_hit_rate)
     with pytest.raises(ValueError, match="gpu_blocks"):
         replay_with_cpu_tier(trace, gpu_blocks=10, cpu_blocks=0)
+
+
+def test_the_replay_hashes_each_block_once():
+    """The tier check and the manager's admission share one hashing of each prompt: the block hash runs at
+    most once per full block of each request (prompt and answer), where computing the keys twice ran it
+    about twice per prompt block."""
+    trace = multi_turn_conversations(30, seed=2, system_tokens=64, answer_mean=60.0, max_context=2048)
+    calls = []
+
+    def counted(parent, tokens, extra):
+        calls.append((parent, tokens, extra))
+        return sha256(parent, tokens, extra)
+
+    res = replay_with_cpu_tier(trace, gpu_blocks=200, cpu_blocks=300, hash_fn=counted)
+    prompt_blocks = sum(len(p) // 16 for p in trace.prompts)
+    assert len(calls) <= sum((len(p) + len(a)) // 16 for p, a in zip(trace.prompts, trace.answers)) < 2 * prompt_blocks
+    assert res == replay_with_cpu_tier(trace, gpu_blocks=200, cpu_blocks=300, hash_fn="sha256")
+
+
+@pytest.mark.parametrize("hash_fn", ["builtin", "blake2b-64", "sha256"])
+def test_the_replay_counts_are_those_of_hashing_each_prompt_twice(hash_fn):
+    """Pinned from the replay before it hashed once (keys computed for the tier check, then again on admission):
+    the memo changes no count, whichever collision-free hash names the blocks."""
+    trace = multi_turn_conversations(40, seed=1, system_tokens=64, answer_mean=80.0, max_context=4096)
+    res = replay_with_cpu_tier(trace, gpu_blocks=300, cpu_blocks=500, hash_fn=hash_fn)
+    assert (res.prompt_tokens, res.gpu_hit_tokens, res.cpu_hit_tokens, res.gpu_evictions, res.cpu_evictions) == (
+        80302, 42736, 17488, 2858, 1517)
 
 
 # ------------------------------------------------------------------ a token-by-token reference for the timed loop

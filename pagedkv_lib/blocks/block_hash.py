@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import math
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from ..validation import check_choice, check_int
 
@@ -102,20 +102,35 @@ def block_hash(parent, tokens: Sequence[int], extra_keys: tuple = (), *, hash_fn
     return get_hash_fn(hash_fn)(parent, tuple(tokens), tuple(extra_keys))
 
 
+def chain_keys(hash_fn: BlockHashFn, token_blocks: Iterable[tuple], salt=None, parent=None) -> Iterator:
+    """Yield the chain key of each block of ``token_blocks`` (tuples of token ids), each chained to the one
+    before; ``parent`` is the key of the block before the first (None: the first is block 0).
+
+    The salt rule, and the one place it is written: ``salt`` enters block 0's hash only (the block
+    with no parent, vLLM's ``cache_salt``); every later block inherits it through its parent's key.
+    Lazy, so that a lookup that stops at its first miss hashes no further.
+    """
+    first = () if salt is None else (salt,)
+    for tokens in token_blocks:
+        parent = hash_fn(parent, tokens, first if parent is None else ())
+        yield parent
+
+
 def chain_hashes(tokens: Sequence[int], block_size: int, *, salt=None, hash_fn: str | BlockHashFn = "sha256",
                  start: int = 0, parent=None) -> list:
     """The keys of the full blocks of ``tokens`` from block ``start`` on, each chained to the one before.
 
-    ``salt`` enters block 0 only; ``parent`` is the key of block ``start - 1`` (None when
-    ``start`` is 0), so a request's keys can be extended as it grows. A trailing partly filled
-    block has no key (only full blocks are cached).
+    ``salt`` enters block 0 only (:func:`chain_keys`); ``parent`` is the key of block ``start - 1``
+    (None exactly when ``start`` is 0), so a request's keys can be extended as it grows. A
+    trailing partly filled block has no key (only full blocks are cached).
     """
     fn, S = get_hash_fn(hash_fn), check_int("block_size", block_size, minimum=1)
-    keys = []
-    for i in range(start, len(tokens) // S):
-        parent = fn(parent, tuple(tokens[i * S:(i + 1) * S]), (salt,) if i == 0 and salt is not None else ())
-        keys.append(parent)
-    return keys
+    start = check_int("start", start, minimum=0)
+    if (parent is None) != (start == 0):
+        raise ValueError(f"parent must be the key of block start - 1, and None exactly when start is 0; got "
+                         f"start={start}, parent={parent!r}")
+    blocks = (tuple(tokens[i * S:(i + 1) * S]) for i in range(start, len(tokens) // S))
+    return list(chain_keys(fn, blocks, salt, parent))
 
 
 # ------------------------------------------------------------------ how likely a wrong hit is

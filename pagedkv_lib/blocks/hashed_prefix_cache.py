@@ -32,9 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..errors import InvariantError
-from .block_hash import BlockHashFn, get_hash_fn
-from .invariants import _check_free_queue, _check_tables
+from .block_hash import BlockHashFn, chain_hashes, chain_keys, get_hash_fn
+from .invariants import check_free_queue, check_tables, require
 from .manager import BlockManager
 from .pool import BlockPool
 
@@ -52,19 +51,13 @@ class HashedPrefixCache:
         """Keys the cache serves (one cached block each)."""
         return len(self._block_of)
 
-    def key(self, parent, tokens: tuple, salt):
-        """The chain key of a full block: ``salt`` enters the first block only (``parent`` None)."""
-        return self.hash_fn(parent, tokens, (salt,) if parent is None and salt is not None else ())
-
     # ---------------------------------------------------------------- what the block manager calls
 
     def longest_prefix(self, token_blocks: Iterable[tuple], salt) -> tuple[list[int], object]:
         """The cached blocks of a prompt's first full blocks, up to the first miss, and the last hit's key."""
-        hits, parent, block_of, fn = [], None, self._block_of, self.hash_fn
-        first = (salt,) if salt is not None else ()
-        for tokens in token_blocks:
-            key = fn(parent, tokens, first if parent is None else ())  # self.key, inlined
-            block = block_of.get(key)
+        hits, parent = [], None
+        for key in chain_keys(self.hash_fn, token_blocks, salt):
+            block = self._block_of.get(key)
             if block is None:
                 break
             hits.append(block)
@@ -77,13 +70,8 @@ class HashedPrefixCache:
         A block whose key no block serves becomes that key's cached block; otherwise it is a
         duplicate and stays uncached, but it keeps its key so that the request's chain goes on.
         """
-        block_of, key_of, fn = self._block_of, self._key_of, self.hash_fn
-        first = (salt,) if salt is not None else ()
-        for tokens, b in zip(token_blocks, blocks):
-            parent = fn(parent, tokens, first if parent is None else ())  # self.key, inlined
-            key_of[b] = parent
-            if parent not in block_of:
-                block_of[parent] = b
+        for b, key in zip(blocks, chain_keys(self.hash_fn, token_blocks, salt, parent)):
+            self.name_block(b, key)
 
     def cached_block(self, key) -> int | None:
         """The block cached under ``key``, or None (a lookup by any key: the hybrid manager's ``(group, key)``)."""
@@ -159,20 +147,16 @@ def check_hashed_manager(bm: HashedBlockManager) -> None:
     * every full block of a live request holds the chain key of exactly its own prefix and
       salt (recomputed from its tokens), and its partly filled last block holds none.
     """
-    holders, _ = _check_tables(bm)
-    _check_free_queue(bm, holders)
-    cache, S = bm.prefix_cache, bm.block_size
+    holders, _ = check_tables(bm)
+    check_free_queue(bm, holders)
+    cache = bm.prefix_cache
     for key, b in cache.cached_items():
-        if cache.node_of(b) != key:
-            raise InvariantError(f"invariant broken: block {b} is cached under a key it does not hold")
+        require(cache.node_of(b) == key, f"block {b} is cached under a key it does not hold")
     for rid in bm.request_ids():
-        tokens, table, parent = bm.token_ids(rid), bm.block_table(rid), None
-        for i, b in enumerate(table):
-            if (i + 1) * S > len(tokens) or not bm.enable_prefix_caching:
-                if cache.node_of(b) is not None:
-                    raise InvariantError(f"invariant broken: block {b} of {rid!r} is partly filled but holds a key")
-                continue
-            parent = cache.key(parent, tuple(tokens[i * S:(i + 1) * S]), bm.salt(rid))
-            if cache.node_of(b) != parent:
-                raise InvariantError(f"invariant broken: full block {b} at index {i} of {rid!r} does not hold "
-                                     f"the chain key of its prefix")
+        keys = chain_hashes(bm.token_ids(rid), bm.block_size, salt=bm.salt(rid), hash_fn=cache.hash_fn)
+        for i, b in enumerate(bm.block_table(rid)):
+            if i >= len(keys) or not bm.enable_prefix_caching:
+                require(cache.node_of(b) is None, f"block {b} of {rid!r} is partly filled but holds a key")
+            else:
+                require(cache.node_of(b) == keys[i],
+                        f"full block {b} at index {i} of {rid!r} does not hold the chain key of its prefix")

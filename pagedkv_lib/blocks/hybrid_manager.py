@@ -27,12 +27,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..accounting import blocks_needed, get_model, kv_cache_groups
-from ..errors import InvariantError, OutOfBlocksError, UnknownRequestError
-from ..validation import check_int, check_new_id, check_salt, check_token_ids
+from ..errors import OutOfBlocksError
+from ..validation import check_int, check_token_ids
 from .block_hash import BlockHashFn, chain_hashes, get_hash_fn
 from .hashed_prefix_cache import HashedPrefixCache
 from .hybrid_prefix_hits import full_attention_hit, longest_common_hit, sliding_window_hit
+from .invariants import check_free_queue, require
 from .pool import BlockPool
+from .request_arguments import check_flag, check_prompt, live_request
 
 
 class _HybridRequest:
@@ -55,9 +57,7 @@ class HybridBlockManager:
         self.windows = tuple(None if w is None else check_int("windows", w, minimum=1) for w in windows)
         if None not in self.windows:
             raise ValueError(f"windows must name at least one full-attention group (None), got {list(windows)!r}")
-        if not isinstance(enable_prefix_caching, bool):
-            raise TypeError(f"enable_prefix_caching must be True or False, got {enable_prefix_caching!r}")
-        self.enable_prefix_caching = enable_prefix_caching
+        self.enable_prefix_caching = check_flag("enable_prefix_caching", enable_prefix_caching)
         self._cache = HashedPrefixCache(self.num_blocks, get_hash_fn(hash_fn))
         self._pool = BlockPool(self.num_blocks, self._cache)
         self._requests: dict[str, _HybridRequest] = {}
@@ -73,11 +73,7 @@ class HybridBlockManager:
 
     def add_request(self, request_id: str, prompt_token_ids: Sequence[int], *, salt=None) -> int:
         """Prefill a prompt in every group; return the prompt tokens served from the cache (a multiple of S)."""
-        check_new_id("request_id", request_id, self._requests)
-        tokens = list(check_token_ids("prompt_token_ids", prompt_token_ids))
-        if not tokens:
-            raise ValueError(f"prompt_token_ids must hold at least one token, got an empty prompt for {request_id!r}")
-        check_salt("salt", salt)
+        tokens = check_prompt(request_id, prompt_token_ids, salt, self._requests)
         S, T = self.block_size, len(tokens)
         keys = chain_hashes(tokens, S, salt=salt, hash_fn=self._cache.hash_fn) if self.enable_prefix_caching else []
         h = self._longest_hit(keys[:(T - 1) // S])
@@ -157,11 +153,8 @@ class HybridBlockManager:
             self._pool.release(dropped)
 
     def _request(self, request_id) -> _HybridRequest:
-        try:
-            return self._requests[request_id]
-        except (KeyError, TypeError):
-            raise UnknownRequestError(f"request_id {request_id!r} is not a live request (never added, or already "
-                                      f"freed); {len(self._requests)} requests are live") from None
+        """The live request ``request_id``, or the plain manager's clear error (:func:`.request_arguments.live_request`)."""
+        return live_request(self._requests, request_id)
 
     # ----------------------------------------------------------------- queries (change nothing)
 
@@ -169,6 +162,11 @@ class HybridBlockManager:
     def num_free_blocks(self) -> int:
         """Blocks an allocation could use now (free uncached plus cached free)."""
         return self._pool.num_free
+
+    @property
+    def prefix_cache(self) -> HashedPrefixCache:
+        """The prefix cache every group shares, keyed by ``(group, chain key)``, for reading."""
+        return self._cache
 
     def request_ids(self) -> list[str]:
         return list(self._requests)
@@ -188,41 +186,36 @@ class HybridBlockManager:
         return self._pool.free_blocks()
 
     def check_invariants(self) -> None:
-        """Raise :class:`InvariantError` naming the first broken invariant (recomputed from scratch).
-
-        * every group's table has ``ceil(T / S)`` entries; a full-attention group holds a block in
-          each, a sliding-window group exactly from the first block the next token's window reaches;
-        * no table holds a block twice, and only full (named) blocks are shared, through prefix
-          hits; ref counts count the tables holding a block, which is free exactly when none does;
-        * a held full block is named by ``(group, chain key of its prefix)``, a partial one by nothing;
-          a cached free block is one the cache serves.
-        """
-        S, held = self.block_size, {}
-        for rid, req in self._requests.items():
-            keys = chain_hashes(req.tokens, S, salt=req.salt, hash_fn=self._cache.hash_fn)
-            for g, table in enumerate(req.tables):
-                _require_hybrid(len(table) == blocks_needed(len(req.tokens), S), f"group {g} of {rid!r}: ceil(T/S) entries")
-                first = self._first_kept(g, len(req.tokens))
-                for i, b in enumerate(table):
-                    _require_hybrid((b is None) == (i < first), f"group {g} of {rid!r} holds the wrong blocks of its window")
-                    if b is None:
-                        continue
-                    _require_hybrid(held.get(b, (None,))[0] != rid, f"block {b} is held twice by {rid!r}")
-                    name = self._cache.node_of(b)
-                    _require_hybrid(b not in held or name is not None, f"partial block {b} is shared")
-                    held[b] = (rid, held.get(b, (None, 0))[1] + 1)
-                    want = (g, keys[i]) if self.enable_prefix_caching and i < len(keys) else None
-                    _require_hybrid(name == want, f"block {b} (group {g}, index {i} of {rid!r}) is named wrongly")
-        uncached, cached = self.free_queue()
-        free = set(uncached) | set(cached)
-        _require_hybrid(len(free) == len(uncached) + len(cached), "a block appears twice in the free queue")
-        for b in range(self.num_blocks):
-            _require_hybrid(self._pool.ref_count(b) == held.get(b, (None, 0))[1], f"ref count of block {b} is not its holders")
-            _require_hybrid((b in free) != (b in held), f"block {b} must be free or held, never both or neither")
-        _require_hybrid(all(self._cache.is_cached(b) for b in cached), "a cached free block is not served by the cache")
-        _require_hybrid(all(self._cache.node_of(b) is None for b in uncached), "an uncached free block still has a name")
+        """Raise :class:`InvariantError` naming the first broken invariant (:func:`check_hybrid_manager`)."""
+        check_hybrid_manager(self)
 
 
-def _require_hybrid(condition: bool, invariant: str) -> None:
-    if not condition:
-        raise InvariantError(f"invariant broken: {invariant}")
+def check_hybrid_manager(bm: HybridBlockManager) -> None:
+    """Raise :class:`InvariantError` naming the first invariant ``bm`` breaks (recomputed from scratch).
+
+    * every group's table has ``ceil(T / S)`` entries; a full-attention group holds a block in
+      each, a sliding-window group exactly from the first block the next token's window reaches;
+    * no table holds a block twice, and only full (named) blocks are shared, through prefix hits;
+    * a held full block is named by ``(group, chain key of its prefix)``, a partial one by nothing;
+    * ref counts count the tables holding a block, which is free exactly when none does; a cached
+      free block is one the cache serves (the plain manager's free-queue checks, :mod:`.invariants`).
+    """
+    S, cache, holders = bm.block_size, bm.prefix_cache, [0] * bm.num_blocks
+    for rid, req in bm._requests.items():
+        keys = chain_hashes(req.tokens, S, salt=req.salt, hash_fn=cache.hash_fn)
+        mine: set[int] = set()
+        for g, table in enumerate(req.tables):
+            require(len(table) == blocks_needed(len(req.tokens), S), f"group {g} of {rid!r}: ceil(T/S) entries")
+            first = bm._first_kept(g, len(req.tokens))
+            for i, b in enumerate(table):
+                require((b is None) == (i < first), f"group {g} of {rid!r} holds the wrong blocks of its window")
+                if b is None:
+                    continue
+                require(b not in mine, f"block {b} is held twice by {rid!r}")
+                name = cache.node_of(b)
+                require(holders[b] == 0 or name is not None, f"partial block {b} is shared")
+                mine.add(b)
+                holders[b] += 1
+                want = (g, keys[i]) if bm.enable_prefix_caching and i < len(keys) else None
+                require(name == want, f"block {b} (group {g}, index {i} of {rid!r}) is named wrongly")
+    check_free_queue(bm, holders)

@@ -3,7 +3,8 @@
 The checks read only what the manager shows anyone (block tables, token ids, salts, ref
 counts, the free queue, the prefix cache's nodes) and state each invariant the manager relies
 on; tests call them after every step. Slow on purpose (they rebuild every count), so the
-manager never calls them itself.
+manager never calls them itself. :func:`check_tables`, :func:`check_free_queue` and :func:`require`
+serve the hashed and hybrid managers' checks too.
 """
 from __future__ import annotations
 
@@ -20,19 +21,19 @@ if TYPE_CHECKING:
 
 def check_manager(bm: BlockManager) -> None:
     """Raise :class:`InvariantError` naming the first invariant ``bm`` breaks."""
-    holders, fill = _check_tables(bm)
-    _check_free_queue(bm, holders)
+    holders, fill = check_tables(bm)
+    check_free_queue(bm, holders)
     _check_tree(bm)
     for rid in bm.request_ids():
         _check_chain(bm, rid)
     s = bm.stats()
-    _require(s.logical_tokens == sum(bm.num_tokens(r) for r in bm.request_ids()), "logical tokens are not sum T")
-    _require(s.unique_tokens == sum(fill.values()),
+    require(s.logical_tokens == sum(bm.num_tokens(r) for r in bm.request_ids()), "logical tokens are not sum T")
+    require(s.unique_tokens == sum(fill.values()),
              f"unique tokens {s.unique_tokens} != {sum(fill.values())}, the filled slots of the used blocks")
-    _require(s.used_blocks == len(fill), f"{s.used_blocks} blocks are used, but tables hold {len(fill)}")
+    require(s.used_blocks == len(fill), f"{s.used_blocks} blocks are used, but tables hold {len(fill)}")
 
 
-def _check_tables(bm: BlockManager) -> tuple[list[int], dict[int, int]]:
+def check_tables(bm: BlockManager) -> tuple[list[int], dict[int, int]]:
     """Each table holds ceil(T/S) distinct blocks, and tables sharing a block agree on how full it is.
 
     Returns how many tables hold each block and the filled slots of each used block.
@@ -42,30 +43,30 @@ def _check_tables(bm: BlockManager) -> tuple[list[int], dict[int, int]]:
     fill: dict[int, int] = {}
     for rid in bm.request_ids():
         table, T = bm.block_table(rid), bm.num_tokens(rid)
-        _require(len(table) == blocks_needed(T, S),
+        require(len(table) == blocks_needed(T, S),
                  f"request {rid!r} holds {len(table)} blocks for {T} tokens, expected ceil(T/S)")
-        _require(len(set(table)) == len(table), f"a block appears twice in the table of {rid!r}")
+        require(len(set(table)) == len(table), f"a block appears twice in the table of {rid!r}")
         for i, b in enumerate(table):
             holders[b] += 1
             f = min(S, T - i * S)
-            _require(fill.setdefault(b, f) == f, f"block {b} is shared by tables that disagree on how full it is")
+            require(fill.setdefault(b, f) == f, f"block {b} is shared by tables that disagree on how full it is")
     return holders, fill
 
 
-def _check_free_queue(bm: BlockManager, holders: list[int]) -> None:
+def check_free_queue(bm: BlockManager, holders: list[int]) -> None:
     """Ref counts count holders; a block is free exactly when none holds it, cached free exactly when the cache serves it."""
     cache = bm.prefix_cache
     uncached, cached = bm.free_queue()
     free = set(uncached + cached)
-    _require(len(free) == len(uncached) + len(cached), "a block appears twice in the free queue")
+    require(len(free) == len(uncached) + len(cached), "a block appears twice in the free queue")
     for b in range(bm.num_blocks):
-        _require(bm.ref_count(b) == holders[b], f"ref count of block {b} is {bm.ref_count(b)} but {holders[b]} tables hold it")
-        _require((b in free) != (holders[b] > 0),
+        require(bm.ref_count(b) == holders[b], f"ref count of block {b} is {bm.ref_count(b)} but {holders[b]} tables hold it")
+        require((b in free) != (holders[b] > 0),
                  f"block {b} must be either in the free queue or referenced, never both or neither")
     for b in uncached:
-        _require(cache.node_of(b) is None, f"uncached free block {b} still names a prefix-cache node")
+        require(cache.node_of(b) is None, f"uncached free block {b} still names a prefix-cache node")
     for b in cached:
-        _require(cache.is_cached(b), f"cached free block {b} is not served by the prefix cache")
+        require(cache.is_cached(b), f"cached free block {b} is not served by the prefix cache")
 
 
 def _check_tree(bm: BlockManager) -> None:
@@ -79,24 +80,24 @@ def _check_tree(bm: BlockManager) -> None:
     ids = {id(n) for n in nodes}
     refs = {id(n): 0 for n in nodes}
     for n in nodes:
-        _require(cache.find(n.parent, n.tokens, n.salt) is n, "a node is not filed under its own key")
-        _require(len(n.tokens) == bm.block_size, "a node holds a partly filled block")
+        require(cache.find(n.parent, n.tokens, n.salt) is n, "a node is not filed under its own key")
+        require(len(n.tokens) == bm.block_size, "a node holds a partly filled block")
         if n.parent is not None:
-            _require(id(n.parent) in ids, "a node hangs below a node that left the tree (an orphan)")
-            _require(n.parent.salt == n.salt, "a node's salt differs from its parent's")
+            require(id(n.parent) in ids, "a node hangs below a node that left the tree (an orphan)")
+            require(n.parent.salt == n.salt, "a node's salt differs from its parent's")
             refs[id(n.parent)] += 1
         if n.block is not None:
-            _require(cache.node_of(n.block) is n, f"block {n.block} is cached under a node it does not name")
+            require(cache.node_of(n.block) is n, f"block {n.block} is cached under a node it does not name")
     for b in range(bm.num_blocks):
         n = cache.node_of(b)
         if n is not None:
-            _require(id(n) in ids, f"block {b} names a node that left the tree")
+            require(id(n) in ids, f"block {b} names a node that left the tree")
             refs[id(n)] += 1
     for n in nodes:
-        _require(n.refs == refs[id(n)], f"a node counts {n.refs} references, but {refs[id(n)]} children and blocks keep it")
-        _require(n.refs >= 1, "the tree keeps a node that no block holds, at it or below it")
+        require(n.refs == refs[id(n)], f"a node counts {n.refs} references, but {refs[id(n)]} children and blocks keep it")
+        require(n.refs >= 1, "the tree keeps a node that no block holds, at it or below it")
     if not bm.enable_prefix_caching:
-        _require(not nodes, "prefix caching is off, but the prefix cache holds nodes")
+        require(not nodes, "prefix caching is off, but the prefix cache holds nodes")
 
 
 def _check_chain(bm: BlockManager, rid: str) -> None:
@@ -111,15 +112,16 @@ def _check_chain(bm: BlockManager, rid: str) -> None:
     for i, b in enumerate(table):
         node = cache.node_of(b)
         if i >= len(blocks) or not bm.enable_prefix_caching:
-            _require(node is None, f"block {b} of {rid!r} is partly filled but names a prefix-cache node")
+            require(node is None, f"block {b} of {rid!r} is partly filled but names a prefix-cache node")
             continue
-        _require(node is not None, f"full block {b} at index {i} of {rid!r} is not in the prefix cache")
-        _require(node.parent is parent, f"block {b} at index {i} of {rid!r} does not continue the node of the block before it")
-        _require(node.tokens == blocks[i] and node.salt == salt,
+        require(node is not None, f"full block {b} at index {i} of {rid!r} is not in the prefix cache")
+        require(node.parent is parent, f"block {b} at index {i} of {rid!r} does not continue the node of the block before it")
+        require(node.tokens == blocks[i] and node.salt == salt,
                  f"block {b} at index {i} of {rid!r} is cached under other tokens or another salt")
         parent = node
 
 
-def _require(condition: bool, invariant: str) -> None:
+def require(condition: bool, invariant: str) -> None:
+    """Raise :class:`InvariantError` saying which ``invariant`` broke, unless ``condition`` holds."""
     if not condition:
         raise InvariantError(f"invariant broken: {invariant}")

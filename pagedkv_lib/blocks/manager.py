@@ -33,12 +33,12 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ..accounting import blocks_needed
-from ..errors import OutOfBlocksError, UnknownRequestError
-from ..validation import (check_int, check_int_array, check_new_id, check_salt, check_token_ids,
-                          unhashable_id_error)
+from ..errors import OutOfBlocksError
+from ..validation import check_int, check_int_array, check_new_id, check_token_ids, unhashable_id_error
 from .invariants import check_manager
 from .pool import BlockPool
 from .prefix_cache import PrefixCache, full_blocks
+from .request_arguments import check_flag, check_prompt, live_request
 from .slot_mapping import padded_tables, table_slots
 from .stats import AllocatorStats
 
@@ -66,9 +66,7 @@ class BlockManager:
     def __init__(self, num_blocks: int, block_size: int, *, enable_prefix_caching: bool = True):
         self.num_blocks = check_int("num_blocks", num_blocks, minimum=1)
         self.block_size = check_int("block_size", block_size, minimum=1)
-        if not isinstance(enable_prefix_caching, bool):
-            raise TypeError(f"enable_prefix_caching must be True or False, got {enable_prefix_caching!r}")
-        self.enable_prefix_caching = enable_prefix_caching
+        self.enable_prefix_caching = check_flag("enable_prefix_caching", enable_prefix_caching)
         self._requests: dict[str, _Request] = {}
         self._cache = PrefixCache(self.num_blocks)
         self._pool = BlockPool(self.num_blocks, self._cache)
@@ -85,12 +83,7 @@ class BlockManager:
         The count is a multiple of ``block_size`` and always ``< len(prompt)``. ``salt`` (None,
         str, bytes, int or a tuple of these) separates tenants: different salts never share.
         """
-        check_new_id("request_id", request_id, self._requests)
-        tokens = list(check_token_ids("prompt_token_ids", prompt_token_ids))
-        if not tokens:
-            raise ValueError(f"prompt_token_ids must hold at least one token, got an empty prompt "
-                             f"for request {request_id!r}")
-        check_salt("salt", salt)
+        tokens = check_prompt(request_id, prompt_token_ids, salt, self._requests)
         S, T = self.block_size, len(tokens)
         full = full_blocks(tokens, S, 0, T // S) if self.enable_prefix_caching else []
         hits, node = self._cache.longest_prefix(full[:(T - 1) // S], salt)  # the last token is computed
@@ -172,13 +165,7 @@ class BlockManager:
 
     def _request(self, request_id, name: str = "request_id") -> _Request:
         """The live request ``request_id``, or a clear error naming the argument ``name``."""
-        try:
-            return self._requests[request_id]
-        except KeyError:
-            raise UnknownRequestError(f"{name} {request_id!r} is not a live request (never added, or already "
-                                      f"freed); {len(self._requests)} requests are live") from None
-        except TypeError:  # an unhashable id, such as a list
-            raise unhashable_id_error(name, request_id) from None
+        return live_request(self._requests, request_id, name)
 
     # ----------------------------------------------------------------- queries (change nothing)
 

@@ -21,11 +21,12 @@ and, being LRU, holds a superset: CPU hits never fall as ``cpu_blocks`` grows.
 """
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from ..accounting import blocks_needed
-from ..blocks.block_hash import chain_hashes
+from ..blocks.block_hash import BlockHashFn, chain_hashes, get_hash_fn
 from ..blocks.hashed_prefix_cache import HashedBlockManager
 from ..errors import OutOfBlocksError
 from ..validation import check_int
@@ -57,19 +58,26 @@ class TierResult:
 
 
 def replay_with_cpu_tier(trace: ConversationTrace, *, gpu_blocks: int, cpu_blocks: int, block_size: int = 16,
-                         max_running: int = 16, hash_fn: str = "blake2b-64") -> TierResult:
-    """Replay ``trace`` on a GPU prefix cache of ``gpu_blocks`` with a CPU tier of ``cpu_blocks`` under it."""
+                         max_running: int = 16, hash_fn: str | BlockHashFn = "blake2b-64") -> TierResult:
+    """Replay ``trace`` on a GPU prefix cache of ``gpu_blocks`` with a CPU tier of ``cpu_blocks`` under it.
+
+    ``hash_fn``: a name in :data:`~pagedkv_lib.blocks.block_hash.HASH_FUNCTIONS` or a block hash function.
+    """
     if not isinstance(trace, ConversationTrace):
         raise TypeError(f"trace must be a ConversationTrace (sim.workloads.multi_turn_conversations), "
                         f"got {type(trace).__name__}")
     S = check_int("block_size", block_size, minimum=1)
     cpu_cap = check_int("cpu_blocks", cpu_blocks, minimum=0)
     max_running = check_int("max_running", max_running, minimum=1)
-    bm = HashedBlockManager(check_int("gpu_blocks", gpu_blocks, minimum=1), S, hash_fn=hash_fn)
+    gpu_cap = check_int("gpu_blocks", gpu_blocks, minimum=1)
     longest = max(len(p) + len(a) for p, a in zip(trace.prompts, trace.answers))
-    if blocks_needed(longest, S) > bm.num_blocks:
+    if blocks_needed(longest, S) > gpu_cap:
         raise ValueError(f"gpu_blocks={gpu_blocks} is too small: a request of {longest} tokens needs "
                          f"{blocks_needed(longest, S)} blocks of {S}")
+    # Each prompt is hashed once: the tier check below computes its keys, and the manager's admission
+    # reads them back from this memo (it holds the longest request's keys, so none is dropped in between).
+    once = functools.lru_cache(maxsize=blocks_needed(longest, S))(get_hash_fn(hash_fn))
+    bm = HashedBlockManager(gpu_cap, S, hash_fn=once)
     tier: OrderedDict = OrderedDict()  # chain key -> None, least recently used first
     counts = dict(cpu_evictions=0)
 

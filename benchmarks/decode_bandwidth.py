@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from pagedkv_lib.kernels import timing as DT
+from pagedkv_lib.lesson.speed_table import speed_rows
 from pagedkv_lib.sim import sharegpt_like
 
 
@@ -40,17 +41,10 @@ def cases(batch_4k: int, seed: int) -> dict:
 
 
 def report(name: str, run: int, speed: DT.DecodeSpeed) -> None:
-    base = "fused contiguous" if speed.kernel_missing is None else "torch contiguous"
+    """Print one run: the batch and the load, then the lesson's table with each ratio's spread."""
     print(f"\n### {name}, run {run}: B={len(speed.lens)}, {sum(speed.lens):,} tokens, K+V {speed.read_bytes / 1e6:.1f} MB; "
           f"copy bandwidth {speed.copy_bytes_per_s / 1e9:.1f} GB/s; load average now {os.getloadavg()[0]:.2f}")
-    print(f"| method | median ms | bound ms | share of bound | / {base}: median of rounds (90% interval; range) |")
-    print("|---|---:|---:|---:|---:|")
-    for key, seconds in speed.seconds.items():
-        ratios = speed.round_ratios(key, base)
-        q1, q3 = speed.ratio_interval(key, base)
-        print(f"| {DT.ROWS[key]} | {seconds * 1e3:.2f} | {speed.bound_seconds(key) * 1e3:.2f} | "
-              f"{speed.share_of_bound(key):.0%} | {speed.ratio(key, base):.2f} ({q1:.2f}-{q3:.2f}; "
-              f"{ratios[0]:.2f}-{ratios[-1]:.2f}) |")
+    print("\n".join(speed_rows(speed, spread=True)))
     if speed.kernel_missing is None:
         print(f"\nshuffled / in order: {speed.ratio('fused shuffled', 'fused in order'):.2f}; "
               f"in order / contiguous: {speed.ratio('fused in order', 'fused contiguous'):.2f}")

@@ -6,9 +6,11 @@ Kernel tests need numba (the ``fast`` extra) and skip without it; they share the
 """
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,8 +21,11 @@ from pagedkv_lib.attention import spec as A
 from pagedkv_lib.attention.batch import random_paged_batch
 from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD
 from pagedkv_lib.kernels.bandwidth import decode_step_read_bytes
-from pagedkv_lib.kernels.timing import ROWS, DecodeSpeed, in_logical_order, measure_decode_speed
+from pagedkv_lib.kernels.timing import (ROWS, DecodeSpeed, batched_decode, contiguous_layouts, in_logical_order,
+                                        measure_decode_speed, sdpa_decode)
 from pagedkv_lib.lesson import speed_table as ST
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.xdist_group("numba")
 
@@ -132,6 +137,26 @@ def test_bad_byte_counts_are_refused(args, says):
         decode_step_read_bytes(*args)
 
 
+@settings(max_examples=25, deadline=None)
+@given(lens=st.lists(st.integers(1, 40), min_size=1, max_size=5), seed=st.integers(0, 99))
+def test_the_contiguous_layouts_hold_each_requests_k_and_v_head_major(lens, seed):
+    """Per request ``[1, H_kv, T, D]`` (:func:`head_major`), the padded batch zero past each length and marked
+    there, and attention over either layout agrees with dense attention on the logical K/V."""
+    batch = random_paged_batch(lens, block_size=4, num_kv_heads=2, group=2, head_dim=8, seed=seed)
+    cont = contiguous_layouts(batch)
+    for b, (k, v) in enumerate(zip(batch.keys, batch.values)):
+        T = len(k)
+        for x, got, pad in ((k, cont.per_request[b][0], cont.k_pad), (v, cont.per_request[b][1], cont.v_pad)):
+            assert got.shape == (1, x.shape[1], T, x.shape[2]) and got.is_contiguous()
+            assert torch.equal(got[0], x.transpose(0, 1)) and torch.equal(pad[b, :, :T], x.transpose(0, 1))
+            assert not pad[b, :, T:].any()
+        assert cont.padding[b].tolist() == [t >= T for t in range(max(lens))]
+    assert cont.k_pad.is_contiguous() and cont.v_pad.is_contiguous()
+    want = dense(batch)
+    torch.testing.assert_close(sdpa_decode(batch.q, cont.per_request), want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(batched_decode(batch.q, cont), want, atol=1e-5, rtol=1e-5)
+
+
 def test_blocks_in_logical_order_give_the_same_result_from_the_same_bytes():
     batch = random_paged_batch([40, 3, 17], block_size=4, spare_blocks=0, seed=2)
     k, v, tables = in_logical_order(batch)
@@ -184,6 +209,22 @@ def test_the_gate_judges_torch_rows_where_the_kernels_are_missing():
     table, story = ST.paging_reveal(speed)
     assert ST.paging_answer(speed) == ST.PAGING_CHOICES[3]
     assert "numba is not installed" in story and "fused" not in table
+
+
+def test_the_benchmark_prints_the_lessons_table_with_each_ratios_spread(capsys):
+    """One table for the lesson and the benchmark: with ``spread``, each row is the lesson's row plus the ratio's
+    90% interval and the range of single rounds; the benchmark's report prints exactly those rows."""
+    speed = synthetic([1.2, 1.3, 1.4, 1.3, 1.1])
+    plain, spread = ST.speed_rows(speed), ST.speed_rows(speed, spread=True)
+    assert ST.rows_markdown(speed).endswith("\n".join(plain)) and len(plain) == len(spread) == 2 + len(ROWS)
+    q1, q3 = speed.ratio_interval("fused shuffled", "fused contiguous")
+    shuffled = next(i for i, line in enumerate(plain) if line.startswith(f"| {ROWS['fused shuffled']} |"))
+    assert spread[shuffled] == plain[shuffled][:-2] + f" ({q1:.2f}-{q3:.2f}; 1.10-1.40) |"
+    spec = importlib.util.spec_from_file_location("decode_bandwidth", ROOT / "benchmarks" / "decode_bandwidth.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.report("lesson", 1, speed)
+    assert "\n".join(spread) + "\n" in capsys.readouterr().out
 
 
 def test_every_number_of_the_reveal_is_the_measurements():

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
 
 from . import contiguous_decode as CD, fused_decode as NA
 from .bandwidth import decode_step_read_bytes
@@ -37,28 +38,20 @@ class ContiguousBatch:
     padding: torch.Tensor
 
 
-def contiguous_layouts(batch: PagedBatch) -> ContiguousBatch:
-    """The contiguous layouts of ``batch.keys`` / ``batch.values``: head-major copies (a request of
-    the longest length shares its memory with the padded batch)."""
-    lens = batch.seq_lens.tolist()
-    t_max = max(lens)
-    h_kv, d = batch.k_cache.shape[2:]
-    k_pad = batch.k_cache.new_zeros(len(lens), h_kv, t_max, d)
-    v_pad = torch.zeros_like(k_pad)
-    for b, (k, v) in enumerate(zip(batch.keys, batch.values)):
-        k_pad[b, :, : len(k)] = k.transpose(0, 1)
-        v_pad[b, :, : len(v)] = v.transpose(0, 1)
-    # .contiguous() is the view itself for a request as long as the longest, else a copy
-    per_request = [(k_pad[b : b + 1, :, :t].contiguous(), v_pad[b : b + 1, :, :t].contiguous())
-                   for b, t in enumerate(lens)]
-    padding = torch.arange(t_max) >= torch.tensor(lens)[:, None]
-    return ContiguousBatch(per_request, k_pad, v_pad, padding)
-
-
 def head_major(keys: list, values: list) -> list:
     """Each request's ``(k, v)`` as contiguous ``[1, H_kv, T, D]``, from ``[T, H_kv, D]`` per request."""
     return [(k.transpose(0, 1)[None].contiguous(), v.transpose(0, 1)[None].contiguous())
             for k, v in zip(keys, values)]
+
+
+def contiguous_layouts(batch: PagedBatch) -> ContiguousBatch:
+    """The contiguous layouts of ``batch.keys`` / ``batch.values``: head-major copies per request
+    (:func:`head_major`), and one zero-padded head-major batch."""
+    lens = batch.seq_lens.tolist()
+    k_pad, v_pad = (pad_sequence(list(xs), batch_first=True).transpose(1, 2).contiguous()  # [B, H_kv, T_max, D]
+                    for xs in (batch.keys, batch.values))
+    padding = torch.arange(max(lens)) >= torch.tensor(lens)[:, None]
+    return ContiguousBatch(head_major(batch.keys, batch.values), k_pad, v_pad, padding)
 
 
 def sdpa_decode(q: torch.Tensor, per_request: list) -> torch.Tensor:

@@ -14,7 +14,7 @@ from ..kernels.timing import ROWS, DecodeSpeed
 from .claims import cited
 
 __all__ = ["PAGING_CHOICES", "RATIO_RANGES", "PAPER_KERNEL_SLOWDOWN", "TEXTS", "paging_answer",
-           "paging_reveal", "rows_markdown"]
+           "paging_reveal", "rows_markdown", "speed_rows"]
 
 PAGING_CHOICES = ("faster than the contiguous read (under 0.95x its time)",
                   "about the same (0.95x to 1.10x)",
@@ -96,13 +96,27 @@ def paging_reveal(speed: DecodeSpeed) -> list[str]:
 
 
 def rows_markdown(speed: DecodeSpeed) -> str:
-    """A Markdown table: each method's median time, the bound on it, and the share of the bound it reached."""
+    """:data:`HEADER`, then :func:`speed_rows`: the table the reveal shows."""
+    header = HEADER.format(requests=len(speed.lens), tokens=sum(speed.lens), mb=speed.read_bytes / 1e6,
+                           gbs=speed.copy_bytes_per_s / 1e9, threads=speed.threads, repeats=speed.repeats)
+    return "\n".join([header, "", *speed_rows(speed)])
+
+
+def speed_rows(speed: DecodeSpeed, *, spread: bool = False) -> list[str]:
+    """A Markdown table's lines: each method's median time (ms), the bound on it (ms), the share of the bound
+    it reached, and its time over the contiguous row's (median of the rounds' ratios).
+
+    ``spread`` adds, after each ratio, its 90% interval and the range of single rounds (the benchmark's table).
+    """
     contiguous = speed.paging_pair()[1]
-    lines = [HEADER.format(requests=len(speed.lens), tokens=sum(speed.lens), mb=speed.read_bytes / 1e6,
-                           gbs=speed.copy_bytes_per_s / 1e9, threads=speed.threads, repeats=speed.repeats), "",
-             f"| method | median ms | bound ms | share of the bound | time / {ROWS[contiguous]}, median of rounds |",
-             "|---|---:|---:|---:|---:|"]
+    spread_head = " (90% interval; range of rounds)" if spread else ""
+    lines = [f"| method | median ms | bound ms | share of the bound | time / {ROWS[contiguous]}, median of rounds"
+             f"{spread_head} |", "|---|---:|---:|---:|---:|"]
     for key, seconds in speed.seconds.items():
+        ratio = f"{speed.ratio(key, contiguous):.2f}x"
+        if spread:
+            (q1, q3), rounds = speed.ratio_interval(key, contiguous), speed.round_ratios(key, contiguous)
+            ratio += f" ({q1:.2f}-{q3:.2f}; {rounds[0]:.2f}-{rounds[-1]:.2f})"
         lines.append(f"| {ROWS[key]} | {seconds * 1e3:.2f} | {speed.bound_seconds(key) * 1e3:.2f} | "
-                     f"{speed.share_of_bound(key):.0%} | {speed.ratio(key, contiguous):.2f}x |")
-    return "\n".join(lines)
+                     f"{speed.share_of_bound(key):.0%} | {ratio} |")
+    return lines

@@ -18,14 +18,24 @@ kernel's home is its own scratch folder. A relative path is taken from the kerne
 is skipped. The tracer costs 0.45-0.7 s per kernel (``benchmarks/sandbox_kernel.py``).
 Without ``strace``, or where it may not trace (a container that forbids ptrace), kernels run untraced
 and nothing is flagged this way.
+
+The tracer also keeps the kernel's successful opens of files in the sandbox's library copy (and only
+those: every path is printed as the opened file resolves, ``strace -y``, so neither a symlink nor a
+relative path hides one). :func:`opened_modules` reads them back: a module of the copy that holds a
+graded function and that no cell of the set needs, opened at run time (a computed import), is flagged
+by the sandbox (``kernel_sandbox.library_opened``). strace's output reaches the log through a filter
+that keeps only these lines and stops writing at :data:`MAX_LOG_BYTES` (a kernel making millions of
+failed calls costs the grader's disk that much at most); the log says where it was cut.
 """
 from __future__ import annotations
 
 import functools
 import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 #: The calls traced: every one that opens, creates, changes or runs a file by name (not ``stat``,
@@ -39,18 +49,47 @@ _AT_CALLS = {"openat", "openat2", "unlinkat", "renameat", "renameat2", "mkdirat"
 _LINE = re.compile(r"^\d+\s+(?P<call>\w+)\((?P<args>.*)\)\s+=\s+-1\s+(?P<errno>E[A-Z0-9]+)")
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 MAX_SHOWN = 5  # denied calls named in a status; the count says how many more
+MAX_LOG_BYTES = 4 << 20
+"""Most bytes one kernel's trace log may take on the grader's disk; lines past it are dropped (bytes)."""
+TRUNCATED = "+++ pagedkv: the log stops here, at its size limit +++"
+_OPENED = re.compile(r"^\d+\s+(?:open|openat|openat2)\(.*\)\s+=\s+\d+<(?P<path>.*)>$")
+#: The filter between strace and the log (run by the grader's Python, isolated and without site): keeps
+#: the failed calls and the successful opens whose resolved path lies in the library copy ``argv[1]``,
+#: writes them to ``argv[2]`` up to ``argv[3]`` bytes, then reads on without writing (strace never blocks).
+LOG_FILTER = """
+import sys
+library, log, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
+mark, written = "<" + library.rstrip("/") + "/", 0
+with open(log, "wb") as out:
+    for raw in sys.stdin.buffer:
+        if b" = -1 E" not in raw:
+            head, sep, tail = raw.rpartition(b" = ")
+            if not (sep and library and mark.encode() in tail and tail[:1].isdigit()):
+                continue
+        if written < 0:
+            continue
+        if written + len(raw) > cap:
+            out.write(TRUNCATED.encode() + b"\\n")
+            written = -1
+        else:
+            out.write(raw)
+            written += len(raw)
+        out.flush()
+""".replace("TRUNCATED", repr(TRUNCATED))
 
 
-def tracer(log: Path) -> list[str]:
-    """The command prefix that traces a kernel's failed file calls into ``log``; empty without strace.
+def tracer(log: Path, library: Path | None = None, max_bytes: int = MAX_LOG_BYTES) -> list[str]:
+    """The command prefix that traces a kernel's failed file calls, and its opens of files in the
+    ``library`` copy, into ``log`` (at most ``max_bytes``); empty without strace.
 
     strace dies with the process that started it (``setpriv --pdeathsig``): a grading worker killed for
     overrunning its budget takes the tracer with it, and the sandbox dies with the tracer."""
     found = _working_strace()
     if found is None:
         return []
-    return ["setpriv", "--pdeathsig", "KILL", "--", found, "-f", "-qq", "--seccomp-bpf", "-e", f"trace={CALLS}",
-            "-e", "status=failed", "-o", str(log)]
+    keep = shlex.join([sys.executable, "-I", "-S", "-c", LOG_FILTER, str(library or ""), str(log), str(max_bytes)])
+    return ["setpriv", "--pdeathsig", "KILL", "--", found, "-f", "-qq", "--seccomp-bpf", "-y", "-e",
+            f"trace={CALLS}", "-o", f"|{keep}"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -63,6 +102,26 @@ def _working_strace() -> str | None:
     probe = subprocess.run(["setpriv", "--pdeathsig", "KILL", "--", found, "-f", "-qq", "--seccomp-bpf", "-e",
                             "trace=openat", "-e", "status=failed", "-o", os.devnull, "true"], capture_output=True)
     return found if probe.returncode == 0 else None
+
+
+def opened_modules(log: Path, library: Path) -> set[str]:
+    """The modules (``pagedkv_lib.x.y``) whose files in the library copy ``library`` the kernel opened."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return set()
+    found = set()
+    for line in lines:
+        m = _OPENED.match(line)
+        if m is None:
+            continue
+        path = Path(m["path"])
+        if path.parent.name == "__pycache__" and path.suffix == ".pyc":  # a bytecode cache stands for its source
+            path = path.parent.parent / (path.name.split(".")[0] + ".py")
+        if path.suffix == ".py" and _under(path, library):
+            parts = path.relative_to(library).with_suffix("").parts
+            found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return found
 
 
 def _is_write(call: str, args: str) -> bool:

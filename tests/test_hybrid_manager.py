@@ -270,7 +270,8 @@ BAD_CALLS = [
     ("append_tokens", (None, [1])), ("append_tokens", ("a", [-1])), ("append_tokens", ("a", "x")),
     ("append_tokens", ("a", None)), ("free", ([1],)), ("free", ("zz",)), ("free", (None,)), ("free", ({"a"},)),
     ("num_tokens", ([1],)), ("num_tokens", ("zz",)), ("ref_count", (-1,)), ("ref_count", (8,)),
-    ("ref_count", ("0",)), ("ref_count", (1.0,)),
+    ("ref_count", ("0",)), ("ref_count", (1.0,)), ("token_ids", ([1],)), ("token_ids", ("zz",)), ("salt", ({},)),
+    ("salt", ("zz",)), ("__contains__", ([1],)),
 ]
 BAD_SALTS = [1.5, True, [1], ("x", 1.0), {"k": 1}]
 

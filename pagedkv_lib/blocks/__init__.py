@@ -11,6 +11,7 @@
 * :mod:`.hybrid_manager`, :mod:`.hybrid_prefix_hits`: hybrid models (sliding-window + full attention),
   one block table per KV-cache group in one pool; out-of-window blocks freed; hits scanned per group
   (full left to right, sliding right to left) and intersected.
+* :mod:`.request_arguments`: the argument checks every manager makes at its edge, so bad input fails alike.
 * :mod:`.slot_mapping`: logical position -> physical slot, ``table[p // S] * S + p % S``.
 * :mod:`.invariants`, :mod:`.stats`: what must always hold, and the ledger figures of live state.
 * :mod:`.contiguous`: contiguous reservation (max, pow2, oracle) in a first-fit arena.

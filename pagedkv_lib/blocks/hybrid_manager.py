@@ -33,8 +33,9 @@ from .block_hash import BlockHashFn, chain_hashes, get_hash_fn
 from .hashed_prefix_cache import HashedPrefixCache
 from .hybrid_prefix_hits import full_attention_hit, longest_common_hit, sliding_window_hit
 from .invariants import check_free_queue, require
+from .manager import BlockManager
 from .pool import BlockPool
-from .request_arguments import check_flag, check_prompt, live_request
+from .request_arguments import check_flag, check_prompt
 
 
 class _HybridRequest:
@@ -152,38 +153,29 @@ class HybridBlockManager:
                 table[i] = None
             self._pool.release(dropped)
 
-    def _request(self, request_id) -> _HybridRequest:
-        """The live request ``request_id``, or the plain manager's clear error (:func:`.request_arguments.live_request`)."""
-        return live_request(self._requests, request_id)
-
     # ----------------------------------------------------------------- queries (change nothing)
 
-    @property
-    def num_free_blocks(self) -> int:
-        """Blocks an allocation could use now (free uncached plus cached free)."""
-        return self._pool.num_free
+    # The plain manager's lookup and queries, shared as they are: they read only the pool, the request
+    # map and each request's tokens and salt, so both managers answer (and refuse) alike.
+    _request = BlockManager._request
+    __contains__ = BlockManager.__contains__
+    num_requests = BlockManager.num_requests
+    num_free_blocks = BlockManager.num_free_blocks
+    request_ids = BlockManager.request_ids
+    token_ids = BlockManager.token_ids
+    num_tokens = BlockManager.num_tokens
+    salt = BlockManager.salt
+    ref_count = BlockManager.ref_count
+    free_queue = BlockManager.free_queue
 
     @property
     def prefix_cache(self) -> HashedPrefixCache:
         """The prefix cache every group shares, keyed by ``(group, chain key)``, for reading."""
         return self._cache
 
-    def request_ids(self) -> list[str]:
-        return list(self._requests)
-
     def block_tables(self, request_id: str) -> list[list[int | None]]:
         """One table per group (copies); ``None`` where a sliding-window group holds no block."""
         return [list(t) for t in self._request(request_id).tables]
-
-    def num_tokens(self, request_id: str) -> int:
-        return len(self._request(request_id).tokens)
-
-    def ref_count(self, block_id: int) -> int:
-        return self._pool.ref_count(check_int("block_id", block_id, minimum=0, maximum=self.num_blocks - 1))
-
-    def free_queue(self) -> tuple[list[int], list[int]]:
-        """Free block ids in the order allocation uses them: ``(uncached, cached)``, cached ones LRU first."""
-        return self._pool.free_blocks()
 
     def check_invariants(self) -> None:
         """Raise :class:`InvariantError` naming the first broken invariant (:func:`check_hybrid_manager`)."""

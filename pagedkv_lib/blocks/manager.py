@@ -33,12 +33,12 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ..accounting import blocks_needed
-from ..errors import OutOfBlocksError
+from ..errors import OutOfBlocksError, UnknownRequestError
 from ..validation import check_int, check_int_array, check_new_id, check_token_ids, unhashable_id_error
 from .invariants import check_manager
 from .pool import BlockPool
 from .prefix_cache import PrefixCache, full_blocks
-from .request_arguments import check_flag, check_prompt, live_request
+from .request_arguments import check_flag, check_prompt
 from .slot_mapping import padded_tables, table_slots
 from .stats import AllocatorStats
 
@@ -165,7 +165,13 @@ class BlockManager:
 
     def _request(self, request_id, name: str = "request_id") -> _Request:
         """The live request ``request_id``, or a clear error naming the argument ``name``."""
-        return live_request(self._requests, request_id, name)
+        try:
+            return self._requests[request_id]
+        except KeyError:
+            raise UnknownRequestError(f"{name} {request_id!r} is not a live request (never added, or already "
+                                      f"freed); {len(self._requests)} requests are live") from None
+        except TypeError:  # an unhashable id, such as a list
+            raise unhashable_id_error(name, request_id) from None
 
     # ----------------------------------------------------------------- queries (change nothing)
 

@@ -2,14 +2,14 @@
 
 :class:`~.manager.BlockManager` and :class:`~.hybrid_manager.HybridBlockManager` (and the hashed
 manager, a ``BlockManager``) call these: the same bad value raises the same error, with the same
-message naming the argument, the value and what is allowed, before anything changes.
+message naming the argument, the value and what is allowed, before anything changes. (A request id
+is looked up by ``BlockManager._request``, which the hybrid manager shares as it is.)
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..errors import UnknownRequestError
-from ..validation import check_new_id, check_salt, check_token_ids, unhashable_id_error
+from ..validation import check_new_id, check_salt, check_token_ids
 
 
 def check_flag(name: str, value) -> bool:
@@ -30,15 +30,3 @@ def check_prompt(request_id, prompt_token_ids: Sequence[int], salt, live: Mappin
     check_salt("salt", salt)
     return tokens
 
-
-def live_request(requests: Mapping, request_id, name: str = "request_id"):
-    """``requests[request_id]``, or a clear error naming the argument ``name``: ``TypeError`` for an id
-    that cannot be looked up (unhashable), :class:`~pagedkv_lib.errors.UnknownRequestError` for one
-    that is not live."""
-    try:
-        return requests[request_id]
-    except KeyError:
-        raise UnknownRequestError(f"{name} {request_id!r} is not a live request (never added, or already "
-                                  f"freed); {len(requests)} requests are live") from None
-    except TypeError:  # an unhashable id, such as a list
-        raise unhashable_id_error(name, request_id) from None

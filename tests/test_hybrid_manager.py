@@ -165,8 +165,11 @@ def test_out_of_blocks_changes_nothing_and_bad_arguments_are_named():
     bm.check_invariants()
     with pytest.raises(ValueError, match="windows"):
         HybridBlockManager(8, 4, [16, 16])
-    with pytest.raises(ValueError, match="windows"):
+    with pytest.raises(ValueError, match=r"windows\[1\] must be an integer >= 1, got 0"):
         HybridBlockManager(8, 4, [None, 0])
+    for bad in (32, "None", None):
+        with pytest.raises(TypeError, match=f"windows must be a sequence .*got {bad!r}"):
+            HybridBlockManager(8, 4, bad)
 
 
 def test_the_invariant_check_catches_a_block_kept_behind_the_window():

@@ -55,7 +55,11 @@ class HybridBlockManager:
                  enable_prefix_caching: bool = True, hash_fn: str | BlockHashFn = "sha256"):
         self.num_blocks = check_int("num_blocks", num_blocks, minimum=1)
         self.block_size = check_int("block_size", block_size, minimum=1)
-        self.windows = tuple(None if w is None else check_int("windows", w, minimum=1) for w in windows)
+        if isinstance(windows, (str, bytes)) or not isinstance(windows, Sequence):
+            raise TypeError(f"windows must be a sequence with one entry per group (a window in tokens, or None "
+                            f"for full attention), got {windows!r}")
+        self.windows = tuple(None if w is None else check_int(f"windows[{g}]", w, minimum=1)
+                             for g, w in enumerate(windows))
         if None not in self.windows:
             raise ValueError(f"windows must name at least one full-attention group (None), got {list(windows)!r}")
         self.enable_prefix_caching = check_flag("enable_prefix_caching", enable_prefix_caching)

@@ -181,6 +181,21 @@ def test_the_invariant_check_catches_a_block_kept_behind_the_window():
         bm.check_invariants()
 
 
+@pytest.mark.parametrize("corrupt, says", [
+    (lambda bm: bm._pool._ref_cnt.__setitem__(bm.block_tables("a")[0][0], 2), "ref count of block"),
+    (lambda bm: bm._pool._free.append(bm.block_tables("a")[0][-1]), "either in the free queue or referenced"),
+    (lambda bm: bm._cache.name_block(bm.free_queue()[0][0], (0, b"stale")), "uncached free block"),
+])
+def test_the_shared_free_queue_checks_catch_a_broken_pool(corrupt, says):
+    """The hybrid manager's invariants include the plain manager's free-queue checks (:func:`check_free_queue`)."""
+    bm = HybridBlockManager(32, 2, [None, 2])
+    bm.add_request("a", list(range(9)))
+    bm.check_invariants()
+    corrupt(bm)
+    with pytest.raises(InvariantError, match=says):
+        bm.check_invariants()
+
+
 def test_gemma_3_preset_groups_and_blocks():
     spec = acc.get_model("Gemma-3-27B")
     assert (spec.num_layers, spec.num_sliding_layers, spec.num_full_layers, spec.sliding_window) == (62, 52, 10, 1024)

@@ -202,3 +202,43 @@ def test_bad_arguments_are_explained_and_change_nothing(tmp_path):
     with pytest.raises(ValueError, match=r"out .*mine exists and is not a learner release"):
         release_tool.build(REPO, tmp_path / "mine")
     assert (tmp_path / "mine" / "thesis.tex").read_text() == "keep me"
+
+
+# ---- the learners' image on Kubernetes (hub/k8s/learner.Dockerfile) ----------------------------------
+
+LEARNER_IMAGE = REPO / "hub" / "k8s" / "learner.Dockerfile"
+
+
+def image_tree(dockerfile: str, release: Path, dest: Path) -> Path:
+    """What the Dockerfile's COPY lines put in the image, laid out under ``dest``: ``release/...`` from the
+    built ``release``, every other source from this repository (a build from the repository's root)."""
+    for line in dockerfile.splitlines():
+        words = [w for w in line.split() if not w.startswith("--")]
+        if not words or words[0] != "COPY":
+            continue
+        *sources, target = words[1:]
+        for source in sources:
+            origin = release / source.removeprefix("release/") if source.startswith("release/") else REPO / source
+            into = dest / target.lstrip("/")
+            if origin.is_dir():
+                shutil.copytree(origin, into, dirs_exist_ok=True)
+            else:
+                into.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(origin, into)
+    return dest
+
+
+def test_the_learner_image_copies_only_the_release_and_the_learners_settings(built, secrets, tmp_path):
+    """Every file the learners' image gets is scanned as the release is: no solution, hidden test or grader."""
+    tree = image_tree(LEARNER_IMAGE.read_text(), built[0], tmp_path / "image")
+    assert (tree / "opt/pagedkv/notebooks").is_dir() and list((tree / "opt/pagedkv/dist").glob("*.whl"))
+    assert (tree / "opt/pagedkv/hub/singleuser/learner/labconfig/page_config.json").is_file()
+    assert release_tool.leaks(tree, secrets) == []
+
+
+def test_a_learner_image_that_copies_the_repository_is_caught(built, secrets, tmp_path):
+    slipped = LEARNER_IMAGE.read_text().replace("COPY --chown=root:root release/README.md",
+                                                "COPY --chown=root:root solutions /opt/pagedkv/solutions\n"
+                                                "COPY --chown=root:root release/README.md")
+    tree = image_tree(slipped, built[0], tmp_path / "image")
+    assert any(find.startswith("opt/pagedkv/solutions/") for find in release_tool.leaks(tree, secrets))

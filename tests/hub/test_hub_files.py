@@ -1,7 +1,8 @@
 """hub/'s files that cannot run here: the Zero to JupyterHub values, the single-user image; and the roster.
 
 Kubernetes and helm are not on this machine, so the values file is checked as YAML (yamllint) and
-against the keys the chart documents, the Dockerfile with hadolint; none of it is run. The one-server
+against the keys the chart documents, the two Dockerfiles with hadolint, the pre-spawn hook with a
+stand-in spawner; none of it runs on a cluster. The one-server
 hub itself runs in tests/browser/test_hub_journey.py.
 """
 from __future__ import annotations
@@ -88,9 +89,39 @@ def test_the_values_file_authorises_the_roster_and_its_hook_is_python(values):
         compile(source, name, "exec")
 
 
-def test_the_single_user_image_passes_hadolint():
-    proc = subprocess.run([str(BIN / "hadolint"), str(HUB / "k8s" / "Dockerfile")], capture_output=True, text=True)
+@pytest.mark.parametrize("image", ["learner.Dockerfile", "instructor.Dockerfile"])
+def test_the_single_user_images_pass_hadolint(image):
+    proc = subprocess.run([str(BIN / "hadolint"), str(HUB / "k8s" / image)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+class _Spawner:
+    """What the pre-spawn hook touches of KubeSpawner: the user's name, the image, the environment, args."""
+
+    def __init__(self, name: str, image: str):
+        self.user = type("User", (), {"name": name})()
+        self.image, self.environment, self.args, self.notebook_dir = image, {}, [], None
+
+
+def test_the_hook_gives_instructors_their_image_and_learners_the_charts_learner_image(values):
+    """Learners' pods run the learner release's image (no solutions); only the roster's instructors get theirs."""
+    config = type("Config", (), {"KubeSpawner": type("KubeSpawner", (), {})()})()
+    for name, source in values["hub"]["extraConfig"].items():
+        exec(compile(source, name, "exec"), {"c": config})   # as the chart's hub runs it: one namespace
+    hook = config.KubeSpawner.pre_spawn_hook
+    default = f"{values['singleuser']['image']['name']}:{values['singleuser']['image']['tag']}"
+    assert "learner" in default
+    instructors = {m.id for m in read_roster(HUB / "roster.csv") if m.role == "instructor"}
+    for member in read_roster(HUB / "roster.csv"):
+        spawner = _Spawner(member.id, default)
+        hook(spawner)
+        if member.id in instructors:
+            assert spawner.image != default and "instructor" in spawner.image
+            assert spawner.environment["PAGEDKV_ROLE"] == "instructor"
+        else:
+            assert spawner.image == default, f"{member.id} would run {spawner.image}"
+            assert spawner.environment["PAGEDKV_ROLE"] == "learner"
+            assert "formgrader': False" in " ".join(spawner.args)
 
 
 def test_the_image_start_script_is_valid_sh():

@@ -1,6 +1,8 @@
-# The single-user image for Zero to JupyterHub (hub/k8s/values.yaml): the course, its library and
-# nbgrader with ngshare's exchange, in a venv at /opt/venv, run as jovyan (uid 1000, the chart's default).
-# Build from the repository root:  docker build -f hub/k8s/Dockerfile -t REGISTRY/pagedkv-singleuser:0.1.0 .
+# The instructor's single-user image for Zero to JupyterHub (hub/k8s/values.yaml gives it to instructors
+# only): this whole repository, solutions/ and the grader included, its library and nbgrader with ngshare's
+# exchange, in a venv at /opt/venv, run as jovyan (uid 1000, the chart's default). Keep it in a private
+# registry. Learners get hub/k8s/learner.Dockerfile's image, which holds none of the instructor's material.
+# Build from the repository root:  docker build -f hub/k8s/instructor.Dockerfile -t REGISTRY/pagedkv-instructor:0.1.0 .
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \

@@ -53,7 +53,8 @@ def _capture(notebook: Path, key: str) -> dict:
 
     def add(self, kind, label, inputs, outcome):
         if current and "ok" in outcome:
-            value = plain_values.decode(outcome["ok"])
+            raw = outcome["ok"]  # an object of the learner's class stays its tag, {"__instance__": n}
+            value = raw if isinstance(raw, dict) and set(raw) == {"__instance__"} else plain_values.decode(raw)
             if kind == EntryKind.CALL:
                 args, kwargs = inputs
                 current["calls"].append((label, tuple(args), dict(kwargs), value))

@@ -70,3 +70,24 @@ def test_the_tracer_logs_a_real_failed_open(tmp_path):
     subprocess.run(tracer(log) + ["python3", "-c", f"open({str(target)!r})"], capture_output=True)
     found = denied(log, cwd=tmp_path, own=tmp_path / "own", course=tmp_path / "course", library=LIBRARY, read_only=[])
     assert found == [f"openat {target} (ENOENT)"]
+
+
+def test_the_log_filter_keeps_failed_calls_and_library_opens_only_and_stops_at_its_cap(tmp_path):
+    """strace's output passes ``LOG_FILTER``: a successful open elsewhere is dropped, one in the library copy
+    is kept (resolved by ``-y``), and past the cap one line says the log was cut (the filter reads on)."""
+    import sys
+
+    from pagedkv_lib.course.instructor.grading.sandbox_denials import LOG_FILTER, TRUNCATED, opened_modules
+    lib = HIDDEN
+    kept_open = f'9 openat(AT_FDCWD</x>, "/x/link.py", O_RDONLY|O_CLOEXEC) = 3<{lib}/pagedkv_lib/ledger.py>'
+    cached = f'9 openat(AT_FDCWD</x>, "a", O_RDONLY) = 4<{lib}/pagedkv_lib/blocks/__pycache__/manager.cpython-311.pyc>'
+    elsewhere = '9 openat(AT_FDCWD</x>, "/usr/lib/x.py", O_RDONLY) = 3</usr/lib/x.py>'
+    failed = HONEST[0]
+    log, cap = tmp_path / "trace.log", 4000
+    lines = [elsewhere, kept_open, cached, failed] + [failed] * 100_000
+    subprocess.run([sys.executable, "-I", "-S", "-c", LOG_FILTER, str(lib), str(log), str(cap)],
+                   input="\n".join(lines) + "\n", text=True, check=True)
+    text = log.read_text(encoding="utf-8")
+    assert elsewhere not in text and kept_open in text and cached in text
+    assert len(text.encode()) <= cap + len(TRUNCATED) + 1 and text.rstrip("\n").endswith(TRUNCATED)
+    assert opened_modules(log, lib) == {"pagedkv_lib.ledger", "pagedkv_lib.blocks.manager"}

@@ -61,7 +61,7 @@ def routes_for(assignment: str, work: Path) -> tuple[dict, dict]:
 
 def _kept(ident: str, kept: dict) -> bool:
     """Whether every library function route ``ident`` uses (``a+b`` for a composition) is kept visible."""
-    return all(part.split(".")[0] in kept or part in kept or _owner(part) in kept for part in ident.split("+"))
+    return all(part in kept or _owner(part) in kept for part in ident.split("+"))
 
 
 def _owner(ident: str) -> str:

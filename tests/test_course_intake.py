@@ -105,3 +105,70 @@ def test_collect_from_a_zip_places_cleans_and_lists_what_it_could_not(tmp_path):
     stored = (tmp_path / "submitted" / "alice" / "ps2_math" / "ps2_math.ipynb").read_text()
     assert "Ada" not in stored and '"grade_id": "q1_tests"' in stored
     assert json.loads((tmp_path / "collect.json").read_text())["unreadable"]
+
+
+def _spy_reads(monkeypatch) -> list[str]:
+    """The names of the files read through ``Path.read_text`` or ``Path.read_bytes`` from now on."""
+    read, text, data = [], Path.read_text, Path.read_bytes
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: read.append(self.name) or text(self, *a, **k))
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self.name) or data(self))
+    return read
+
+
+def _handed_in(root: Path, student: str, nb: dict) -> Path:
+    path = root / student / "ps" / "ps.ipynb"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def test_similar_answers_and_predictions_never_read_a_notebook_past_the_size_bound(tmp_path, monkeypatch):
+    from pagedkv_lib.course.instructor.intake.submission_bounds import SubmissionLimits
+    from pagedkv_lib.course.instructor.reporting import similar_answers as similar
+    from pagedkv_lib.course.instructor.reporting.prediction_records import read_predictions
+    small, big = _handed_in(tmp_path, "ann", _release()), _handed_in(tmp_path, "bea", _release())
+    big.write_text(json.dumps(_release()) + " " * 5000, encoding="utf-8")
+    limits = SubmissionLimits(file_bytes=small.stat().st_size + 100)
+    monkeypatch.setattr(similar, "LIMITS", limits)
+    read = _spy_reads(monkeypatch)
+    assert similar.similar_answers(tmp_path, {}, {}) == []
+    assert read.count("ps.ipynb") == 1, read  # ann's; bea's is over the bound, so it is not read at all
+    read.clear()
+    preds, bad = read_predictions(tmp_path, limits)
+    assert read.count("ps.ipynb") == 1 and bad["unreadable notebook"] == 1 and preds == []
+
+
+def test_each_answer_cell_is_parsed_once_while_preparing(monkeypatch):
+    import ast
+    from pagedkv_lib.course.instructor.intake import prepare_submission
+    from pagedkv_lib.course.instructor.intake.submission_bounds import SubmissionLimits
+    from pagedkv_lib.course.instructor.submission_status import Status
+    nb = _release()
+    nb["cells"][1]["source"] = "import sys\nframe = sys._getframe()\ncheck_value = None\n"
+    nb["cells"].append(dict(nb["cells"][1], metadata={"nbgrader": {"solution": True, "grade_id": "q2_answer"}},
+                            source="def f(:\n"))  # does not parse: its text is still scanned
+    parsed, real = [], ast.parse
+    monkeypatch.setattr(ast, "parse", lambda source, *a, **k: parsed.append(source) or real(source, *a, **k))
+    status = Status("ann", "ps")
+    prepare_submission._scan_answers(nb, status, ["pagedkv_lib.blocks:f"], SubmissionLimits())
+    assert sorted(parsed) == sorted(c["source"] for c in nb["cells"] if c["metadata"]["nbgrader"].get("solution"))
+    assert status.problems == ["tampered", "reaches outside"], status.details
+
+
+def test_collects_verdicts_are_named_once_for_collect_and_autograde():
+    import dataclasses
+    from pagedkv_lib.course.instructor.intake.collect_notebooks import VERDICTS, Collected
+    lists = {f.name for f in dataclasses.fields(Collected)} - {"placed", "unplaced", "problems"}
+    assert set(VERDICTS) == lists  # a new list of refused notebooks cannot be left out of autograde's statuses
+    found = Collected(**{kind: {f"s/{kind}": "why"} for kind in VERDICTS})
+    assert found.refused() == {f"s/{kind}": "why" for kind in VERDICTS} and found.taken() == set(found.refused())
+
+
+def test_keys_for_a_class_read_the_secret_once_and_equal_each_key(tmp_path, monkeypatch):
+    from pagedkv_lib.course.instructor.intake import variant_keys as keys
+    keys.secret(tmp_path, create=True)
+    one_by_one = {s: keys.key_for(tmp_path, s) for s in ("ada", "bob", "cy")}
+    calls, real = [], keys.secret
+    monkeypatch.setattr(keys, "secret", lambda *a, **k: calls.append(a) or real(*a, **k))
+    assert keys.keys_for(tmp_path, ["ada", "bob", "cy"]) == one_by_one and len(calls) == 1
+    assert len(set(one_by_one.values())) == 3

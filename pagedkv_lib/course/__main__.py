@@ -55,7 +55,7 @@ def _collect(args) -> None:
     limits = SubmissionLimits(config=course_config(Path(args.course_dir)))
     found = lms_canvas.collect_canvas_zip(args.source, args.course_dir, releases, args.assignment, args.roster, limits)
     print(f"placed {len(found.placed)} notebooks in submitted/")
-    for name, why in {**found.unplaced, **found.unreadable, **found.malformed, **found.failed}.items():
+    for name, why in {**found.unplaced, **found.refused()}.items():
         print(f"NOT PLACED {name}: {why}", file=sys.stderr)
     for key, notes in found.problems.items():
         print(f"WARNING {key}: {'; '.join(notes)}", file=sys.stderr)

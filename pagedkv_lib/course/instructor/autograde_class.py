@@ -25,10 +25,10 @@ from .grading.judge import trusted_from_gradebook
 from .grading.judged_records import load_records
 from .grading.kernel_sandbox import check_available, hidden_library
 from .grading.worker_pool import grade_all, zero_grades
-from .intake.collect_notebooks import release_notebooks
+from .intake.collect_notebooks import VERDICTS, release_notebooks
 from .intake.prepare_submission import prepare
 from .intake.submission_bounds import SubmissionLimits
-from .intake.variant_keys import key_for
+from .intake.variant_keys import keys_for
 from .reporting import copy_detection
 from .reporting.grades_export import export_grades, write_status
 from .submission_status import Status
@@ -74,7 +74,7 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
     config, known = course_config(root), assignments(root)
     subs = _submissions(sub_root)
     log, workers = _collect_log(root), workers or os.cpu_count() or 1
-    named = {a for a, _, _ in subs} | {k.split("/", 1)[1] for kind in _COLLECT_VERDICTS for k in log.get(kind, {})}
+    named = {a for a, _, _ in subs} | {k.split("/", 1)[1] for kind in VERDICTS for k in log.get(kind, {})}
     releases = release_notebooks(cached_releases(root, sorted(named & set(known)), workers))
     graded_by_set = {a: graded_functions(root, a) for a in releases}   # each solution read once
     statuses, ready = _intake(subs, releases, graded_by_set, log, SubmissionLimits(config=config))
@@ -83,8 +83,9 @@ def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = D
         os.chmod(libs, 0o755)
         libraries = {} if trust_submissions else {
             a: str(hidden_library(Path(libs) / a, graded_by_set[a])) for a in {a for a, _ in ready}}
+        keys = keys_for(root, {s for _, s in ready})
         jobs = [GradingJob(str(root.resolve()), a, s, sandbox=not trust_submissions, library=libraries.get(a, ""),
-                           variant_key=key_for(root, s)) for a, s in ready]
+                           variant_key=keys[s]) for a, s in ready]
         graded = grade_all(root, jobs, timeout_s, NotebookLimits(config=config).budget_seconds, workers, progress,
                            WorkerLimits(config=config))
     if trust_submissions:
@@ -123,7 +124,7 @@ def _intake(subs: list, releases: dict, graded_by_set: dict, log: dict,
 def _flag_copies(root: Path, result: list[Status]) -> None:
     """Say in each status which failed answers are right for another learner's numbers (``copy_detection.py``)."""
     by_job = {(st.assignment, st.student): st for st in result}
-    keys = {st.student: key_for(root, st.student) for st in result}
+    keys = keys_for(root, {st.student for st in result})
     for assignment in sorted({st.assignment for st in result}):
         saved = load_records(root, assignment)
         if not saved:
@@ -140,10 +141,6 @@ def _flag_copies(root: Path, result: list[Status]) -> None:
                 st.details.append(f"copy detection could not compare this notebook ({why})")
 
 
-_COLLECT_VERDICTS = {"unreadable": "unreadable", "malformed": "malformed", "failed": "grader error"}
-"""collect.json's lists of notebooks it did not place, and the status each gets."""
-
-
 def _merge(root: Path, statuses: dict, graded: list[Status], log: dict, known: set[str]) -> list[Status]:
     """One status per (assignment, student): what preparing found, what grading found, what collect could
     not take. Every known assignment's notebook that was not graded is given 0 in the gradebook, so it
@@ -153,7 +150,7 @@ def _merge(root: Path, statuses: dict, graded: list[Status], log: dict, known: s
         mine.problems += st.problems
         mine.details += st.details
         mine.failed, mine.seconds = st.failed, st.seconds
-    for kind, problem in _COLLECT_VERDICTS.items():
+    for kind, problem in VERDICTS.items():  # what collect could not take
         for key, why in log.get(kind, {}).items():
             student, assignment = key.split("/", 1)
             statuses.setdefault((assignment, student), Status(student, assignment, [problem], [why]))

@@ -25,17 +25,28 @@ GRADER_NAMES = frozenset({
 _MODULES = ("pagedkv_lib.course", "builtins", "IPython.core")
 _BUILTINS = frozenset(BUILTIN_NAMES)
 _TEXT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+PARSE = object()
+"""The default ``tree`` of each scan: parse ``source`` here. The intake passes the tree it already parsed
+(``submission_bounds.parse_answer``; None when the code does not parse), so each answer is parsed once."""
 
 
-def grader_names_used(source: str) -> list[str]:
+def _tree(source: str, tree) -> ast.Module | None:
+    if tree is not PARSE:
+        return tree
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # magics, broken or too deep to parse
+        return None
+
+
+def grader_names_used(source: str, tree=PARSE) -> list[str]:
     """The grader names an answer cell's code uses (sorted), or that its text mentions if it does not parse.
 
     ``AssertionError`` counts only when assigned to or patched, not when raised or caught; a builtin's
     name counts when a function or lambda is bound to it (``def len``, ``tuple = lambda r: ...``).
     """
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # magics, broken or too deep: words in the text
+    tree = _tree(source, tree)
+    if tree is None:  # magics, broken or too deep: words in the text
         return sorted(set(_TEXT.findall(source)) & (GRADER_NAMES - {"AssertionError"}))
     found = set()
     for node in ast.walk(tree):
@@ -88,13 +99,12 @@ def _kind_of(module: str, name: str | None) -> str | None:
     return None
 
 
-def reaches(source: str) -> list[str]:
+def reaches(source: str, tree=PARSE) -> list[str]:
     """What an answer cell reaches for outside its own question, as ``kind (names)``: other frames, the
     garbage collector, threads or processes, rigged comparison or conversion methods, and paths outside
     its notebook's folder."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # broken, or too deep to parse
+    tree = _tree(source, tree)
+    if tree is None:  # broken, or too deep to parse
         return []
     found: dict[str, set] = {}
     aliases = {}
@@ -123,12 +133,11 @@ def reaches(source: str) -> list[str]:
     return [f"{kind} ({', '.join(sorted(names))})" for kind, names in sorted(found.items())]
 
 
-def library_calls(source: str, graded: list[str]) -> list[str]:
+def library_calls(source: str, graded: list[str], tree=PARSE) -> list[str]:
     """The library definitions in ``graded`` (``"pagedkv_lib.module:name"``) that an answer cell imports or uses."""
     wanted = {g.replace(":", ".") for g in graded}
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # broken, or too deep to parse
+    tree = _tree(source, tree)
+    if tree is None:  # broken, or too deep to parse
         return sorted(w for w in wanted if w.rsplit(".", 1)[1] in source and "pagedkv_lib" in source)
     aliases, found = {}, set()
     for node in ast.walk(tree):

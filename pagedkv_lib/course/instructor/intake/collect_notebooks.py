@@ -20,6 +20,10 @@ from .notebook_cleaning import missing_note, normalise, parse_notebook
 from .submission_bounds import Malformed, SubmissionLimits, Unreadable, read_bounded
 from .variant_keys import key_problem, student_id
 
+VERDICTS = {"unreadable": "unreadable", "malformed": "malformed", "failed": "grader error"}
+"""The lists of notebooks collect could not take (fields of :class:`Collected`, keys of ``collect.json``),
+and the status autograde gives each."""
+
 _COPY = re.compile(r"^(copy of\s+)+|(\s*\(\d+\)|\s*-\s*copy)+$", re.IGNORECASE)
 
 
@@ -35,9 +39,13 @@ class Collected:
     failed: dict = field(default_factory=dict)      # "student/assignment" -> the grader's error (graded 0)
     problems: dict = field(default_factory=dict)    # "student/assignment" -> [messages]
 
+    def refused(self) -> dict[str, str]:
+        """``{student/assignment: why}`` of every notebook collect could not take (each of :data:`VERDICTS`)."""
+        return {key: why for kind in VERDICTS for key, why in getattr(self, kind).items()}
+
     def taken(self) -> set[str]:
         """Every ``student/assignment`` collect has a notebook or a verdict for."""
-        return {*self.placed, *self.unreadable, *self.malformed, *self.failed}
+        return {*self.placed, *self.refused()}
 
 
 def _stem(name: str) -> str:

@@ -55,28 +55,26 @@ def prepare(folder: Path, assignment: str, release: dict, status: Status, graded
 def _scan_answers(nb: dict, status: Status, graded: list[str], limits: SubmissionLimits) -> None:
     """Note each answer cell that uses the grader's names, reaches outside, or calls a graded library function.
 
-    An answer whose syntax tree is deeper than the bounds is not scanned: its status says ``malformed``
-    (its kernel cannot compile it either, so it scores nothing), and the rest is graded."""
-    answers = []
+    Each answer is parsed once (``parse_answer``) and its tree handed to the scans. An answer whose syntax
+    tree is deeper than the bounds is not scanned: its status says ``malformed`` (its kernel cannot compile
+    it either, so it scores nothing), and the rest is graded."""
+    answers = []  # (grade id, source, syntax tree or None when the code does not parse)
     for cell in nb["cells"]:
         if cell["metadata"].get("nbgrader", {}).get("solution") and cell["cell_type"] == "code":
+            gid, source = cell["metadata"]["nbgrader"].get("grade_id"), cell_text(cell["source"])
             try:
-                parse_answer(cell_text(cell["source"]), limits)
+                answers.append((gid, source, parse_answer(source, limits)))
             except Malformed as err:
                 status.problems.append("malformed")
-                status.details.append(f"answer cell {cell['metadata']['nbgrader'].get('grade_id')}: {err}")
-                continue
-            answers.append(cell)
-    for cell in answers:
-        gid, source = cell["metadata"]["nbgrader"]["grade_id"], cell_text(cell["source"])
-        if names := grader_names_used(source):
+                status.details.append(f"answer cell {gid}: {err}")
+    for gid, source, tree in answers:
+        if names := grader_names_used(source, tree):
             status.problems.append("tampered")
             status.details.append(f"answer cell {gid} uses the grader's names: {', '.join(names)}")
-    for cell in answers:
-        gid, source = cell["metadata"]["nbgrader"]["grade_id"], cell_text(cell["source"])
-        if reached := reaches(source):
+    for gid, source, tree in answers:
+        if reached := reaches(source, tree):
             status.problems.append("reaches outside")
             status.details.append(f"answer cell {gid} reaches for {'; '.join(reached)}")
-        if used := library_calls(source, graded):
+        if used := library_calls(source, graded, tree):
             status.problems.append("library implementation")
             status.details.append(f"answer cell {gid} calls the library's own {', '.join(used)} (hidden while grading)")

@@ -55,8 +55,13 @@ def learner_key(course_secret: bytes, student: str) -> str:
 
 def key_for(root, student: str) -> str:
     """``student``'s key, or "" (the practice numbers) when the course has no secret."""
+    return keys_for(root, [student])[student]
+
+
+def keys_for(root, students) -> dict[str, str]:
+    """``{student: key}`` for each of ``students`` (:func:`key_for`), the secret read once for them all."""
     value = secret(root)
-    return "" if value is None else learner_key(value, student)
+    return {s: "" if value is None else learner_key(value, s) for s in students}
 
 
 def class_students(root) -> list[str]:

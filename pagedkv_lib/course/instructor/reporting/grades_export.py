@@ -44,7 +44,8 @@ def write_status(path: Path, statuses: list[Status]) -> None:
 
 
 def status_table(statuses: list[Status]) -> str:
-    """The statuses as a markdown table (printed at the end of autograde, and used in the report)."""
+    """The statuses as a Markdown table, details cut at 300 characters (:func:`print_summary` prints it
+    after the command line's autograde; the class report builds its own table from ``status.csv``)."""
     rows = ["| student | assignment | status | details |", "|---|---|---|---|"]
     for st in statuses:
         details = " / ".join(st.details).replace("|", "\\|")

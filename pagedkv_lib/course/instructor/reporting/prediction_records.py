@@ -23,11 +23,11 @@ from pathlib import Path
 
 from ...protocol import PREDICTION_KINDS as KINDS, PREDICTION_MIME as MIME
 from ..intake.notebook_cleaning import parse_notebook
+from ..intake.submission_bounds import SubmissionLimits, read_bounded
 
 MAX_TEXT = 200            # characters kept of any learner-written string
 MAX_RECORDS = 1000        # prediction outputs read per notebook; more are counted as malformed
 MAX_GATES = 60            # distinct gates per notebook (a lesson has a handful): more cannot flood the report
-MAX_NOTEBOOK_BYTES = 50 * 2**20
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}")  # a gate, notebook or question id as a record may name it
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _DECLARED = re.compile(r"""\b(?:predict|Gate|gate)\(\s*\\?["']([A-Za-z0-9][A-Za-z0-9_.:-]{0,79})\\?["']""")
@@ -112,17 +112,17 @@ def _outputs(nb) -> list:
             for o in c["outputs"] if isinstance(o, dict)] if isinstance(cells, list) else []
 
 
-def read_predictions(submitted_dir) -> tuple[list[Prediction], Counter]:
+def read_predictions(submitted_dir, limits: SubmissionLimits | None = None) -> tuple[list[Prediction], Counter]:
     """Every learner's latest commit per (assignment, gate) under ``submitted_dir``, and the malformed
-    records (and unreadable notebooks) counted by reason."""
+    records (and unreadable notebooks) counted by reason. A notebook outside ``limits`` (the course's
+    ``SubmissionLimits``; the defaults without) is counted unreadable before it is read."""
+    limits = limits or SubmissionLimits()
     latest: dict[tuple, Prediction] = {}
     bad = Counter()
     for path in sorted(Path(submitted_dir).glob("*/*/*.ipynb")):
         student, assignment = path.parent.parent.name, path.parent.name
         try:
-            if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-                raise ValueError
-            nb = parse_notebook(path.read_text(encoding="utf-8", errors="replace"), path.name)
+            nb = parse_notebook(read_bounded(path, limits, path.name), path.name, limits)
         except (ValueError, RecursionError):  # Unreadable and Malformed (submission_bounds.py) are ValueErrors
             bad["unreadable notebook"] += 1
             continue

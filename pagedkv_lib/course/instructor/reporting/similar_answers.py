@@ -15,7 +15,7 @@ from itertools import combinations
 from pathlib import Path
 
 from ..intake.notebook_cleaning import cell_text, parse_notebook
-from ..intake.submission_bounds import Malformed, SubmissionLimits, parse_answer
+from ..intake.submission_bounds import Malformed, SubmissionLimits, parse_answer, read_bounded
 
 LIMITS = SubmissionLimits()  # the default bounds: a notebook outside the class's own was not graded
 
@@ -55,7 +55,7 @@ def similar_answers(submitted: Path, releases: dict, sources: dict) -> list[tupl
     for path in sorted(Path(submitted).glob("*/*/*.ipynb")):
         student, assignment = path.parent.parent.name, path.parent.name
         try:
-            nb = parse_notebook(path.read_text(encoding="utf-8", errors="replace"), path.name, LIMITS)
+            nb = parse_notebook(read_bounded(path, LIMITS, path.name), path.name, LIMITS)  # its size checked first
         except (ValueError, OSError):  # Unreadable and Malformed are ValueErrors
             continue
         for gid, source in _answers(nb).items():

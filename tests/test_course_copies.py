@@ -109,3 +109,50 @@ def test_a_follow_through_recorded_on_ones_own_inputs_is_judged_on_the_other_num
     assert copies.passes_on(TRUSTED, "q5_tests", record(blocks(ada)), KEYS["ada"]), "the record is as the kernel makes it"
     assert not copies.passes_on(TRUSTED, "q5_tests", record(blocks(bob)), KEYS["ada"])
     assert copies.passes_on(TRUSTED, "q5_tests", record(blocks(bob)), KEYS["bob"])
+
+
+class _Counted(dict):
+    """One student's tests, as a loader hands them out (a dict that can be weakly referenced)."""
+
+
+def test_copy_detection_holds_one_students_records_at_a_time():
+    """The grading process's memory must not grow with the class: ``find`` asks for each student's records
+    (as ``SavedRecords`` reads them from disk) and drops them before asking for the next."""
+    import gc
+    import weakref
+    from collections.abc import Mapping
+    practice = float(Fraction(for_set("ps2_math").q6_requests * 11, 2))
+    q6 = {"ada": _right("ada"), "bob": _right("bob"), "cat": _right("bob"), "dan": practice, "eve": _right("bob"),
+          "fay": 1.25}
+    q7 = {"bob": _right7(KEYS["bob"]), "cat": _right7(KEYS["bob"]), "dan": _right7(""), "eve": 7}
+    on_disk, live, most = _saved(q6, q7), [], []
+
+    class Loader(Mapping):
+        def __getitem__(self, student):
+            gc.collect()
+            most.append(sum(ref() is not None for ref in live))  # records still alive when the next are read
+            tests = _Counted(on_disk[student])
+            live.append(weakref.ref(tests))
+            return tests
+
+        def __iter__(self):
+            return iter(on_disk)
+
+        def __len__(self):
+            return len(on_disk)
+
+    assert copies.find(TRUSTED, Loader(), KEYS) == copies.find(TRUSTED, on_disk, KEYS) != {}
+    assert most and max(most) == 0, most
+
+
+def test_saved_records_are_read_from_the_job_folders_when_asked_for(tmp_path):
+    import json
+    from pagedkv_lib.course.protocol import JUDGED_FILE, job_folder
+    for student, text in {"ada": json.dumps({"q6_tests": {"record": _q6(1.0), "passed": False}}),
+                          "bob": "{not json", "cat": json.dumps(["a", "list"])}.items():
+        job_folder(tmp_path, "ps2_math", student).mkdir(parents=True)
+        (job_folder(tmp_path, "ps2_math", student) / JUDGED_FILE).write_text(text, encoding="utf-8")
+    saved = copies.SavedRecords(tmp_path, "ps2_math")
+    assert sorted(saved) == ["ada", "bob", "cat"] and saved.get("bob") is None and saved.get("cat") is None
+    assert saved["ada"]["q6_tests"]["passed"] is False and saved["ada"] is not saved["ada"]  # read afresh, not kept
+    assert copies.SavedRecords(tmp_path, "ps3_code") == {}

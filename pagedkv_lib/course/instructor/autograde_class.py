@@ -22,7 +22,6 @@ from .grading import memory_cgroup
 from .grading.grading_job import GradingJob
 from .grading.grading_limits import NotebookLimits, WorkerLimits
 from .grading.judge import trusted_from_gradebook
-from .grading.judged_records import load_records
 from .grading.kernel_sandbox import check_available, hidden_library
 from .grading.worker_pool import grade_all, zero_grades
 from .intake.collect_notebooks import VERDICTS, release_notebooks
@@ -126,7 +125,7 @@ def _flag_copies(root: Path, result: list[Status]) -> None:
     by_job = {(st.assignment, st.student): st for st in result}
     keys = keys_for(root, {st.student for st in result})
     for assignment in sorted({st.assignment for st in result}):
-        saved = load_records(root, assignment)
+        saved = copy_detection.SavedRecords(root, assignment)  # read one student at a time
         if not saved:
             continue
         trusted = trusted_from_gradebook(db_url(root), assignment, assignment)

@@ -45,3 +45,29 @@ def test_jobs_start_with_the_assignment_that_took_longest_in_the_last_run(tmp_pa
     for damaged in ("[1, 2", "[1, 2]", '{"ps3_code": "slow"}'):
         (tmp_path / grade.CACHE_DIR / grade.SECONDS).write_text(damaged, encoding="utf-8")
         assert grade.longest_first(tmp_path, jobs) == jobs, damaged
+
+
+def test_the_worker_settings_in_the_course_config_reach_every_worker_the_pool_starts(tmp_path, monkeypatch):
+    """``c.WorkerLimits`` in ``nbgrader_config.py`` is what each worker is started with: its quota of
+    notebooks before a fresh process replaces it, and its address-space bound (test_grading_worker.py
+    shows a real worker honouring both)."""
+    from pagedkv_lib.course.instructor.course_layout import course_config
+    from pagedkv_lib.course.instructor.grading.grading_job import GradingJob
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.WorkerLimits.jobs_per_worker = 3\n"
+                                                 "c.WorkerLimits.memory_bytes = 2**31\n", encoding="utf-8")
+    started = []
+
+    class FakeWorker:
+        def __init__(self, root, timeout_s, db_url, env, log, jobs_per_worker, memory_bytes):
+            started.append((jobs_per_worker, memory_bytes))
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(grade, "Worker", FakeWorker)
+    monkeypatch.setattr(grade, "grade_one", lambda worker, root, a, s, budget_s, job=None: Status(s, a))
+    limits = WorkerLimits(config=course_config(tmp_path))
+    jobs = [GradingJob(str(tmp_path), "ps1_intuition", s) for s in ("ann", "bob", "cy")]
+    done = grade.grade_all(tmp_path, jobs, 30, 600.0, 2, progress=False, limits=limits)
+    assert [st.student for st in done] == ["ann", "bob", "cy"]
+    assert started and set(started) == {(3, 2**31)}, started

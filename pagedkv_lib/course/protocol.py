@@ -82,13 +82,23 @@ class Entry(NamedTuple):
 
 
 class Record(NamedTuple):
-    """One test cell's record of results: the test's ``grade_id`` and its entries, in order."""
+    """One test cell's record of results: the test's ``grade_id``, its entries in order, and ``patched``:
+    what of the grading code in the kernel was found changed at run time (``learner/run_time_patches.py``;
+    empty when nothing was). A record with anything in ``patched`` carries no entries, and the judge
+    scores it 0 as forged."""
 
     grade_id: str
     entries: list
+    patched: tuple = ()
 
     def to_wire(self) -> dict:
-        return {"grade_id": self.grade_id, "entries": [list(e) for e in self.entries]}
+        return {"grade_id": self.grade_id, "entries": [list(e) for e in self.entries], PATCHED_KEY: list(self.patched)}
+
+
+#: The key of a record's list of what was patched in the kernel (see :class:`Record`).
+PATCHED_KEY = "patched"
+#: Most names of patched code a record lists (a longer list is cut, and says how many more).
+PATCHED_MAX_NAMES = 20
 
 
 def too_big(grade_id: str) -> dict:

@@ -25,9 +25,13 @@ import sys
 from typing import Any
 
 from . import checks as _checks_module
+from . import run_time_patches as _patches
 from ..plain_values import decode, digest, encode
-from ..protocol import (CHECK_FAILED, INSTANCE_TAG, NOT_WRITTEN, PASS_MIME, RECORD_MAX_BYTES, RECORD_MIME, Entry,
-                        EntryKind, Record, attr_label, instance_label, item_label, ok, raised, too_big)
+from ..protocol import (CHECK_FAILED, INSTANCE_TAG, NOT_WRITTEN, PASS_MIME, PATCHED_MAX_NAMES, RECORD_MAX_BYTES, RECORD_MIME,
+                        Entry, EntryKind, Record, attr_label, instance_label, item_label, ok, raised, too_big)
+
+#: What a recorder may hold on itself; anything more (a method set on the instance) is a patch.
+_OWN = frozenset({"grade_id", "_namespace", "entries", "_instances"})
 
 
 class Recorder:
@@ -39,8 +43,11 @@ class Recorder:
         self.grade_id, self._namespace = grade_id, namespace
         self.entries: list[Entry] = []
         self._instances = 0
+        _patches.found()  # the whole comparison with the files, before anything is recorded
 
     def _add(self, kind: str, label: str, inputs: Any, outcome: dict) -> None:
+        if not _patches.unchanged_since():  # something moved since the last whole comparison: look again
+            _patches.found()
         self.entries.append(Entry(kind, label, digest(inputs), outcome))
 
     def _guarded(self, kind: str, label: str, inputs: Any, fn, *args, **kwargs):
@@ -97,6 +104,13 @@ class Recorder:
     def __exit__(self, kind, exc, tb) -> bool:
         from IPython.display import display
         import json
+        patched = _patches.found() + [f"the recorder's own {name}" for name in _patches.holds_own(self, _OWN)]
+        if patched:  # results recorded through changed code are not the learner's: none are sent
+            shown = patched[:PATCHED_MAX_NAMES] + ([f"{len(patched) - PATCHED_MAX_NAMES} more"] if len(patched) > PATCHED_MAX_NAMES else [])
+            display({RECORD_MIME: Record(self.grade_id, [], tuple(shown)).to_wire(),
+                     "text/plain": f"{self.grade_id}: the grading code in this kernel was changed while it ran "
+                                   f"({', '.join(shown)}); no results are recorded, and this test scores 0"}, raw=True)
+            return False
         record = Record(self.grade_id, self.entries).to_wire()
         if len(json.dumps(record)) > RECORD_MAX_BYTES:
             record = too_big(self.grade_id)

@@ -8,8 +8,9 @@ this process; learner code never runs here, and a record is JSON, which holds no
 
 A test is judged from exactly one well-formed record with its own ``grade_id``, shown by its own cell.
 No record, a second one, a record whose entries do not match the test's cases (another input, another
-order, more results than asked for), or a record shown by any other cell: the test scores 0 and the
-student is flagged ``forged record``. A kernel that stopped early leaves entries missing: that test
+order, more results than asked for), a record whose recorder found the grading code in the kernel patched
+at run time (``learner/run_time_patches.py``: it carries no results, only what was changed), or a record
+shown by any other cell: the test scores 0 and the student is flagged ``forged record``. A kernel that stopped early leaves entries missing: that test
 scores 0 with the reason, and is not flagged.
 """
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import Any
 from ...learner import checks as trusted_checks
 from ...learner.variants import KEY_ENV
 from ...plain_values import decode, digest
-from ...protocol import (INSTANCE_TAG, MESSAGE_MAX_CHARS, NOT_WRITTEN, RECORD_MAX_BYTES, RECORD_MIME, Entry,
-                         EntryKind, attr_label, instance_label, item_label)
+from ...protocol import (INSTANCE_TAG, MESSAGE_MAX_CHARS, NOT_WRITTEN, PATCHED_KEY, PATCHED_MAX_NAMES, RECORD_MAX_BYTES,
+                         RECORD_MIME, Entry, EntryKind, attr_label, instance_label, item_label)
 from ..intake.notebook_cleaning import cell_text, is_test
 
 #: First line of a hidden-test region that is never sent to the learner's kernel (it holds expected values).
@@ -220,9 +221,14 @@ def _judge_test(ns: dict, side: _JudgeSide, cell, gid: str, replay: type[Recorde
     if record.get("too_big"):
         return Verdict(gid, False, f"{gid}: your results took more than {RECORD_MAX_BYTES:,} bytes; "
                        "return what the question asks for.", forged)
-    if not isinstance(entries, list):
+    patched = record.get(PATCHED_KEY, [])
+    if not isinstance(entries, list) or not isinstance(patched, list) or not all(isinstance(p, str) for p in patched):
         return Verdict(gid, False, f"{gid}: the record of results is malformed: this test scores 0.",
                        forged + [f"{gid}: malformed record"])
+    if patched:  # the recorder found its own code, the checks or the display publisher changed in the kernel
+        names = ", ".join(p[:120] for p in patched[:PATCHED_MAX_NAMES])[:MESSAGE_MAX_CHARS]
+        return Verdict(gid, False, f"{gid}: the grading code in your kernel was changed while it ran ({names}): "
+                       "this test scores 0.", forged + [f"{gid}: grading code patched at run time ({names})"])
     side.current = replay(gid, entries)
     try:
         exec(compile(_source(cell), f"<test cell {gid}>", "exec"), ns)

@@ -6,7 +6,9 @@ ps2_math, ``--class-sets ps2_math``), mixing perfect, untouched and half-right n
 in the sandbox (bubblewrap), as ``autograde`` runs it. The four sets are graded serially (1 worker) and
 in parallel (one worker per core), interleaved, in one process, on a scratch copy of the course; the
 class with ``--class-workers`` (default: both). The load average is printed before and after. Also
-measured: the fixed costs inside one worker (starting nbgrader, executing the notebook alone with nbclient).
+measured: the fixed costs inside one worker (starting nbgrader, executing the notebook alone with nbclient),
+the peak resident memory of the grader's processes during the class, and, after it, copy detection's
+peak memory on each set's judged records, held together versus read one student at a time.
 
     python benchmarks/grading.py [--class-size 30] [--class-sets all] [--repeats 3] [--timeout 30]
 
@@ -118,6 +120,26 @@ class GraderMemory:
                 f"largest worker {self.worker:.0f} MiB)")
 
 
+def copy_detection_memory(root: Path, assignment: str) -> tuple[float, float]:
+    """Copy detection's peak Python memory (MiB, tracemalloc) over ``assignment``'s judged records in
+    ``root``: the class's records held together (as it was) and read one student at a time (as it is)."""
+    import gc
+    import tracemalloc
+    from pagedkv_lib.course.instructor.course_layout import db_url
+    from pagedkv_lib.course.instructor.grading.judge import trusted_from_gradebook
+    from pagedkv_lib.course.instructor.reporting import copy_detection
+    trusted, peaks = trusted_from_gradebook(db_url(root), assignment, assignment), []
+    saved = copy_detection.SavedRecords(root, assignment)
+    keys = {s: "" for s in saved}
+    for records in (lambda: dict(saved), lambda: saved):
+        gc.collect()
+        tracemalloc.start()
+        copy_detection.find(trusted, records(), keys)
+        peaks.append(tracemalloc.get_traced_memory()[1] / 2**20)
+        tracemalloc.stop()
+    return peaks[0], peaks[1]
+
+
 def _fixed_costs(root: Path, assignment: str) -> dict:
     t0 = time.perf_counter()
     nbgrader("--version")
@@ -176,6 +198,10 @@ def main() -> None:
                 total, per = _grade(klass, w, args.timeout, cold=True)
             print(f"class of {args.class_size} on {len(class_sets)} set(s), {w} worker(s): {total:.1f} s total "
                   f"({len(per)} notebooks); per notebook {_summary(per)}; {memory}")
+        for s in class_sets if args.class_size and class_workers else ():
+            held, streamed = copy_detection_memory(klass, s)
+            print(f"copy detection's peak memory on {s}'s judged records: {held:.1f} MiB with the class's records "
+                  f"held together, {streamed:.1f} MiB read one student at a time")
     print("load average after:", os.getloadavg())
 
 

@@ -199,6 +199,20 @@ PS4 = [
     ("q5_answer", "q5_tests", '["prefix-sharing savings"]', '["tail slack"]'),
     ("q5_answer", "q5_tests", '["prefix-sharing savings"]', '["reservation waste (contiguous)"]'),
     ("q5_answer", "q5_tests", ' * bytes_per_token(V.q5_model, V.q5_dtype)', ''),  # slots, not bytes
+    # Q7: swap or recompute
+    ("q7_answer", "q7_tests", "swap_total += 2 * T *", "swap_total += T *"),  # out, never back in
+    ("q7_answer", "q7_tests", "bytes_per_token(spec) / link", "bytes_per_token(spec) / (link / 8)"),  # link in bits
+    ("q7_answer", "q7_tests", "recompute_total += (2 * spec.num_params * T + 2 * spec.num_layers * spec.num_query_heads "
+     "* spec.head_dim * T**2) / flops", "recompute_total += T * spec.weight_bytes / preemption_cost.H100_SXM_HBM_BYTES_PER_S"),
+    ("q7_answer", "q7_tests", " + 2 * spec.num_layers * spec.num_query_heads * spec.head_dim * T**2", ""),  # no attention
+    ("q7_answer", "q7_tests", "* V.q7_mfu", "* preemption_cost.DEFAULT_MFU"),
+    ("q7_answer", "q7_tests", "getattr(preemption_cost, V.q7_link)",
+     "preemption_cost.PCIE5_X16_BYTES_PER_S if '4' in V.q7_link else preemption_cost.PCIE4_X16_BYTES_PER_S"),  # the other link
+    ("q7_answer", "q7_tests", "max(swap_total, recompute_total) / min(", "max(swap_total, recompute_total) - min("),
+    ("q7_answer", "q7_tests", "max(swap_total, recompute_total) / min(swap_total, recompute_total)",
+     "min(swap_total, recompute_total) / max(swap_total, recompute_total)"),  # upside down
+    ("q7_answer", "q7_tests", '"swap" if swap_total < recompute_total', '"swap" if swap_total > recompute_total'),
+    ("q7_answer", "q7_tests", "seed=V.q7_seed)", "seed=V.q7_seed + 1)"),  # a classmate's trace
 ]
 
 PS4_STYLES = [
@@ -208,6 +222,12 @@ PS4_STYLES = [
                   "utilization=V.q3_utilization).tokens)\n"),
     ("q5_answer", "lab = run_lab('parallel sampling', block_size=V.q5_block_size, sharing=True, n=V.q5_samples)\n"
                   "lab_sharing_saved_bytes = int(lab.effects['prefix-sharing savings']) * bytes_per_token(V.q5_model, dtype=V.q5_dtype)\n"),
+    ("q7_answer", "import numpy as np\nm = get_model(V.q7_model)\n"
+                  "T = np.array([len(p) for p in multi_turn_conversations(V.q7_conversations, turns=(8, 24), seed=V.q7_seed).prompts], dtype=float)\n"
+                  "swap = (2 * T * bytes_per_token(V.q7_model) / getattr(preemption_cost, V.q7_link)).sum()\n"
+                  "F = preemption_cost.H100_SXM_BF16_DENSE_FLOPS * V.q7_mfu\n"
+                  "redo = ((2 * m.num_params * T + 2 * m.num_layers * m.num_query_heads * m.head_dim * T ** 2) / F).sum()\n"
+                  "preempt_winner, preempt_margin = ('Swap ', round(redo / swap, 6)) if swap < redo else ('recompute', np.float64(swap / redo))\n"),
 ]
 
 MUTATIONS = {"ps1_intuition": PS1, "ps2_math": PS2, "ps3_code": PS3, "ps4_demo": PS4}

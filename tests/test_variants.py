@@ -172,6 +172,42 @@ def test_ps4_numbers_are_valid_simulator_and_lab_arguments(key):
     assert v.q5_model in variants.Q5_LAB_MODELS and v.q5_dtype in ("fp16", "fp8", "fp32")
 
 
+def _q7_totals(v, link, flops):
+    """ps4 Q7's totals over the learner's trace (seconds): swap over ``link``, recompute at ``flops``."""
+    from pagedkv_lib.sim import multi_turn_conversations, preemption_cost as pc
+    lengths = [len(p) for p in multi_turn_conversations(v.q7_conversations, turns=(8, 24), seed=v.q7_seed).prompts]
+    return (sum(pc.swap_seconds(T, v.q7_model, link_bytes_per_s=link) for T in lengths),
+            sum(pc.recompute_seconds(T, v.q7_model, flops_per_s=flops) for T in lengths), lengths)
+
+
+@settings(max_examples=40, deadline=None)
+@given(KEYS)
+def test_no_slip_the_grader_names_in_ps4_q7_passes_as_the_answer(key):
+    """Each slip in the cost model that ps4 Q7's grader names gives another (winner, margin) than the answer
+    on the learner's own numbers: a margin outside the 0.01% tolerance, or the other winner (then the winner's
+    check names it). Seconds saved for the ratio is left out: seconds can equal a ratio by chance."""
+    from pagedkv_lib.accounting import get_model
+    from pagedkv_lib.course.learner.pset_checks.ps4_demo import q7_mistakes, q7_outcome
+    from pagedkv_lib.sim import preemption_cost as pc
+    from pagedkv_lib.sim.timed_serving import decode_step_seconds
+    v = for_set("ps4_demo", key)
+    assert get_model(v.q7_model).num_params and v.q7_link in variants.Q7_LINKS and 0.3 <= v.q7_mfu <= 0.7
+    assert 20 <= v.q7_conversations <= 60
+    link, flops = getattr(pc, v.q7_link), pc.H100_SXM_BF16_DENSE_FLOPS * v.q7_mfu
+    swap, recompute, lengths = _q7_totals(v, link, flops)
+    other = pc.PCIE4_X16_BYTES_PER_S if link == pc.PCIE5_X16_BYTES_PER_S else pc.PCIE5_X16_BYTES_PER_S
+    slips = q7_mistakes(swap, recompute,
+                        linear_s=sum(lengths) * pc.weights_seconds_per_token(get_model(v.q7_model), None, flops),
+                        decode_s=sum(lengths) * decode_step_seconds(v.q7_model), other_link_swap_s=_q7_totals(v, other, flops)[0],
+                        default_mfu_recompute_s=_q7_totals(v, link, pc.DEFAULT_FLOPS_PER_S)[1])
+    winner, margin = q7_outcome(swap, recompute)
+    assert margin >= 1
+    for (w, m), why in slips:
+        if "seconds saved" in why:
+            continue
+        assert w != winner or abs(m - margin) > 1e-4 * margin, (key, why)
+
+
 def test_no_slip_the_grader_names_in_ps4_q5_lands_on_the_answer_in_any_variant():
     """Every (block size, samples, model, dtype) the draw can give: each named slip's value differs from
     the answer (so the message names the slip the learner made), and sharing saves something."""

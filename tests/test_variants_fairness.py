@@ -36,7 +36,7 @@ VALUE_SETS = ["ps1_intuition", "ps2_math", "ps4_demo"]
 #: How each numeric answer is accepted, as its hidden test says: (kind, tolerance); others: exactly.
 TOLERANCE = {"slack_estimate_slots": ("rel", 0.02), "capacity_tokens": ("abs", 16), "slack_share": ("abs", 1e-6),
              "sharing_saving": ("abs", 1e-6), "batch_gain_over_max": ("rel", 1e-6),
-             "batch_gain_over_oracle": ("rel", 1e-6)}
+             "batch_gain_over_oracle": ("rel", 1e-6), "preempt_margin": ("rel", 1e-4)}
 SHARE_BOUND = 0.05
 
 
@@ -147,7 +147,8 @@ LIBRARY_ANSWERS = {
 #: minutes; the class of 200 above runs them, and there no two learners' different numbers give answers
 #: its check accepts for both.
 SIMULATED = {"ps4_demo": {"slack_share": ("q1_seed", "q1_block_size"), "sharing_saving": ("q2_seed", "q2_samples"),
-                          "batch_gain_over_max": ("q4_seed",), "batch_gain_over_oracle": ("q4_seed",)}}
+                          "batch_gain_over_max": ("q4_seed",), "batch_gain_over_oracle": ("q4_seed",),
+                          "preempt_margin": ("q7_model", "q7_link", "q7_mfu", "q7_conversations", "q7_seed")}}
 RANDOM_CLASSES = 300
 
 

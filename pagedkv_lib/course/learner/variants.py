@@ -202,6 +202,15 @@ Q5_LAB_MODELS = [m[0] for m in _MODELS] + ["DeepSeek-V3"]
 Q5_LAB_DTYPES = ["fp16", "fp8", "fp32"]
 
 
+#: ps4 Q7's preemption costs: every model preset (the MHA ones, where recompute can win, and the GQA ones,
+#: whose small cache swaps fast), both host links of ``sim.preemption_cost`` (by the name of the cited
+#: constant), and a prefill MFU from 0.30 to 0.70 but 0.50, the module's ``DEFAULT_MFU`` (an assumption,
+#: a parameter: with it, forgetting your MFU would be right by chance). The answer is a ratio of sums over
+#: a seeded chat trace; ``tests/test_variants_fairness.py`` measures how many learners one answer serves.
+Q7_LINKS = ("PCIE4_X16_BYTES_PER_S", "PCIE5_X16_BYTES_PER_S")
+Q7_MFUS = [round(0.3 + i / 100, 2) for i in range(41) if i != 20]
+
+
 def _ps4(rng: random.Random) -> dict:
     name, *_, params = rng.choice([m for m in _MODELS if m[5] < 20e9])
     gib, util = _gpu_for(rng, params)
@@ -210,12 +219,16 @@ def _ps4(rng: random.Random) -> dict:
             "q3_model": name, "q3_gpu_gib": gib, "q3_utilization": util,
             "q4_seed": rng.randrange(1, 10_000),
             "q5_samples": rng.randrange(2, 17), "q5_block_size": rng.choice(Q5_LAB_BLOCK_SIZES),
-            "q5_model": rng.choice(Q5_LAB_MODELS), "q5_dtype": rng.choice(Q5_LAB_DTYPES)}
+            "q5_model": rng.choice(Q5_LAB_MODELS), "q5_dtype": rng.choice(Q5_LAB_DTYPES),
+            "q7_model": rng.choice([m[0] for m in _MODELS]), "q7_link": rng.choice(Q7_LINKS),
+            "q7_mfu": rng.choice(Q7_MFUS), "q7_conversations": rng.randrange(20, 61), "q7_seed": rng.randrange(1, 10_000)}
 
 
 PS4_PRACTICE = {"q1_seed": 1, "q1_block_size": 64, "q2_seed": 2, "q2_samples": 4, "q3_model": "Llama-3-8B",
                 "q3_gpu_gib": 24, "q3_utilization": 0.9, "q4_seed": 3, "q5_samples": 4,
-                "q5_block_size": 16, "q5_model": "Llama-3-8B", "q5_dtype": "fp16"}
+                "q5_block_size": 16, "q5_model": "Llama-3-8B", "q5_dtype": "fp16",
+                "q7_model": "Llama-2-7B", "q7_link": "PCIE4_X16_BYTES_PER_S", "q7_mfu": 0.45, "q7_conversations": 40,
+                "q7_seed": 4}
 
 SETS: dict[str, tuple[Callable[[random.Random], dict], dict]] = {
     "ps1_intuition": (_ps1, PS1_PRACTICE), "ps2_math": (_ps2, PS2_PRACTICE),

@@ -64,3 +64,50 @@ def q5_tests(t, V) -> tuple[Any, int]:
     n = _count(t, "lab_sharing_saved_bytes", "bytes")
     t.checks.require(n > 0, f"lab_sharing_saved_bytes = {n}: the samples share their prompt's full blocks, so sharing saves something.")
     return t.checks, n
+
+
+#: Q7's two policies, as ``preempt_winner`` names them.
+Q7_POLICIES = ("swap", "recompute")
+
+
+def q7_tests(t, V) -> tuple[Any, str, float]:
+    """Q7: ``preempt_winner`` names a policy and ``preempt_margin`` is a ratio of at least 1."""
+    winner = _set(t, "preempt_winner")
+    t.checks.require(isinstance(winner, str) and winner.strip().lower() in Q7_POLICIES,
+                     f"preempt_winner should be \"swap\" or \"recompute\", got {winner!r}")
+    margin = _set(t, "preempt_margin")
+    t.checks.require(isinstance(margin, numbers.Real) and not isinstance(margin, bool),
+                     f"preempt_margin should be a number, got {margin!r}")
+    t.checks.require(margin >= 1, f"preempt_margin = {margin} is below 1: it is the larger total divided by "
+                                  "the smaller, at least 1.")
+    return t.checks, winner.strip().lower(), margin
+
+
+
+def q7_outcome(swap_s: float, recompute_s: float) -> tuple[str, float]:
+    """``(winner, margin)`` from two totals in seconds: the cheaper policy (a tie goes to recompute, which
+    needs no host memory) and the dearer total over the cheaper."""
+    return ("swap" if swap_s < recompute_s else "recompute"), max(swap_s, recompute_s) / min(swap_s, recompute_s)
+
+
+def q7_mistakes(swap_s: float, recompute_s: float, *, linear_s: float, decode_s: float, other_link_swap_s: float,
+                default_mfu_recompute_s: float) -> list[tuple[tuple[str, float], str]]:
+    """Known wrong ``(winner, margin)`` pairs, each one slip, from the right totals (seconds over the trace)
+    and the totals a slip computes instead: ``linear_s`` recompute without its attention term, ``decode_s``
+    recompute at one decode step per token, ``other_link_swap_s`` swap over the other PCIe link,
+    ``default_mfu_recompute_s`` recompute at the library's default MFU."""
+    winner = q7_outcome(swap_s, recompute_s)[0]
+    return [(q7_outcome(swap_s / 2, recompute_s), "A swap moves the blocks out to host memory and later back "
+                                                  "in: count the link twice."),
+            (q7_outcome(swap_s * 8, recompute_s), "The link's constant is in bytes per second already: dividing "
+                                                  "it by 8 counts bits."),
+            (q7_outcome(swap_s / 8, recompute_s), "The link's constant and the KV cache are both in bytes: "
+                                                  "multiplying by 8 counts bits."),
+            (q7_outcome(swap_s, decode_s), "Recompute is a prefill: all T tokens in one pass at prefill FLOP/s, "
+                                           "not one decode step (a read of every weight) per token."),
+            (q7_outcome(swap_s, linear_s), "A prefill also computes causal attention over its T tokens: add "
+                                           "2 * L * H_q * d_head * T**2 FLOPs."),
+            (q7_outcome(other_link_swap_s, recompute_s), "That is the other PCIe link: use V.q7_link."),
+            (q7_outcome(swap_s, default_mfu_recompute_s), "That is the library's default MFU: use V.q7_mfu."),
+            ((winner, max(swap_s, recompute_s) - min(swap_s, recompute_s)), "That is the seconds saved; the "
+                                                                            "question asks for the ratio of the two totals.")]

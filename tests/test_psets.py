@@ -2,7 +2,7 @@
 
 - fair: the reference answers and correct answers in other styles keep full marks;
 - helpful: each plausible wrong answer (a mutation) loses the points of its question, and the
-  catch rate per set is printed, for the full tests and for the visible checks alone;
+  catch rate per set is printed, for the full tests and (on the practice numbers) the visible checks alone;
 - honest: no visible cell of a released set holds a hidden expected value or one a factor away.
 """
 from __future__ import annotations
@@ -87,10 +87,12 @@ def test_every_mutation_loses_its_points_and_each_message_is_one_line(kernel, na
             assert message.count("\n") <= 1 and "Traceback" not in message, message
         assert failed <= tests, f"{name}: a slip in {answer_id} also cost {failed - tests} (graded twice)"
         caught += 1
-        visible = kernel.grade(cells, {**good, answer_id: source}, hidden=False, key=key)
-        seen += any(not visible[t][0] for t in tests)
+        if not key:   # the visible checks' catch rate, a figure (not asserted): once per set, on the practice numbers
+            visible = kernel.grade(cells, {**good, answer_id: source}, hidden=False, key=key)
+            seen += any(not visible[t][0] for t in tests)
     total = len(MUTATIONS[name])
-    print(f"\n{name} ({key or 'practice'}): {caught}/{total} mutations lose points; {seen}/{total} are caught by visible checks")
+    shown = "" if key else f"; {seen}/{total} are caught by visible checks"
+    print(f"\n{name} ({key or 'practice'}): {caught}/{total} mutations lose points{shown}")
     assert caught == total
 
 

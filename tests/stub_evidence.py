@@ -243,7 +243,7 @@ COMPOSITIONS = {"pagedkv_lib.attention.spec:gather_kv+pagedkv_lib.attention.spec
 
 
 def _function_cases(question: dict) -> list[tuple[str, tuple, dict, object]]:
-    calls = [c for c in question["calls"] if "#" not in c[0]]
+    calls = [c for c in question["calls"] if "#" not in c[0] and not (isinstance(c[3], dict) and "__instance__" in c[3])]
     if len(calls) > MAX_CASES:
         step = len(calls) / MAX_CASES
         calls = [calls[int(i * step)] for i in range(MAX_CASES)]
@@ -324,8 +324,8 @@ def _route_for_class(cls, question: dict) -> bool:
     if obj is _FAILED:
         return False
     for step_label, args, kwargs, want in steps:
-        method = getattr(obj, step_label.rsplit(".", 1)[1], None)
-        got = _FAILED if method is None else _call(method, args, kwargs)
+        method = _call(getattr, (obj, step_label.rsplit(".", 1)[1]), {})
+        got = _FAILED if method is _FAILED or not callable(method) else _call(method, args, kwargs)
         if got is _FAILED or not (same(got, want) or (want is None and got is None)):
             return False
     return True
@@ -367,6 +367,9 @@ def probe(root: Path, questions: dict) -> dict:
         first = per_variant[0]
         cases = _function_cases(first)
         values = [(v["inputs"], v["values"][-1][1]) for v in per_variant if v["values"] and v["inputs"]]
+        if cases and not values:  # a function question's cases, by the learner's parameter names, for methods
+            values = [({**dict(zip(first["params"].get(c[0], []), c[1])), **c[2]}, c[3]) for c in cases]
+            values = [v for v in values if v[0]]
         classes = any("#" in c[0] for c in first["calls"])
         for ident, obj in callables:
             hit = False

@@ -124,7 +124,12 @@ def same(got, want) -> bool:
     if isinstance(want, bool) or isinstance(got, bool):
         return type(got) is type(want) and got == want
     if isinstance(want, (int, float, Fraction)) and isinstance(got, (int, float, Fraction)):
-        return math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=1e-9)
+        if isinstance(want, int) and isinstance(got, int):
+            return got == want
+        try:
+            return math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=1e-9)
+        except OverflowError:
+            return False
     if isinstance(want, (list, tuple)) and isinstance(got, (list, tuple)):
         return len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
     if isinstance(want, dict) and isinstance(got, dict):

@@ -35,6 +35,7 @@ from pathlib import Path
 
 CALL_ALARM_S = 0.5  # a call running longer is no route (seconds)
 MAX_CASES = 8  # cases of a function question tried per callable
+MAX_BINDINGS = 260  # ways of calling one callable on one question's inputs (every order of 3 of 7 inputs)
 
 
 # ---------------------------------------------------------------- capture (full library)
@@ -184,7 +185,8 @@ def _bindings(fn, inputs: dict, positional: tuple | None = None) -> list[tuple[t
     named = {}
     for p in params:
         for name, value in inputs.items():
-            if name == p.name or name.endswith("_" + p.name):
+            bare = re.sub(r"^q\d+_", "", name)  # a variant's number, q9_tokens, without its question
+            if p.name in (name, bare) or name.endswith("_" + p.name) or p.name.endswith("_" + bare):
                 named[p.name] = value
                 break
     required = [p for p in params if p.default is p.empty]
@@ -195,7 +197,7 @@ def _bindings(fn, inputs: dict, positional: tuple | None = None) -> list[tuple[t
     if len(positional_params) == len(required) and 0 < len(required) <= 3 and len(values) >= len(required):
         for order in itertools.permutations(values, len(required)):
             out.append((tuple(order), {}))
-    return out[:80]
+    return out[:MAX_BINDINGS]
 
 
 def _public_callables(root: Path) -> list[tuple[str, object]]:
@@ -300,7 +302,7 @@ def _route_for_values(fn, variants: list[tuple[dict, object]]) -> bool:
                     break
                 if scaled is not None:
                     factor = inputs.get(scaled)
-                    if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor not in (0, 1)
+                    if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor != 0
                             and isinstance(got, (int, float)) and not isinstance(got, bool)):
                         ok = False
                         break
@@ -360,6 +362,15 @@ def _route_by_method(cls, values: list[tuple[dict, object]]) -> str | None:
     return None
 
 
+def _with_bytes(inputs: dict) -> dict:
+    """A question's inputs, with each amount in GiB (``*_gib``) also in bytes (``*_bytes``)."""
+    out = dict(inputs)
+    for name, value in inputs.items():
+        if name.endswith("_gib") and isinstance(value, (int, float)):
+            out[name.removesuffix("_gib") + "_bytes"] = int(value * 2**30)
+    return out
+
+
 def probe(root: Path, questions: dict) -> dict:
     """``{grade_id: [callable id, ...]}``: the routes found (see the module docstring).
 
@@ -371,7 +382,10 @@ def probe(root: Path, questions: dict) -> dict:
         found = []
         first = per_variant[0]
         cases = _function_cases(first)
-        values = [(v["inputs"], v["values"][-1][1]) for v in per_variant if v["values"] and v["inputs"]]
+        names = list(dict.fromkeys(name for name, _ in first["values"]))
+        by_name = [[(_with_bytes(v["inputs"]), dict(v["values"])[name]) for v in per_variant
+                    if v["inputs"] and name in dict(v["values"])] for name in names]
+        values = by_name[0] if by_name else []
         if cases and not values:  # a function question's cases, by the learner's parameter names, for methods
             values = [({**dict(zip(first["params"].get(c[0], []), c[1])), **c[2]}, c[3]) for c in cases]
             values = [v for v in values if v[0]]
@@ -380,12 +394,12 @@ def probe(root: Path, questions: dict) -> dict:
             hit = False
             if cases and _route_for_calls(obj, cases, first["params"]):
                 hit = True
-            elif values and _route_for_values(obj, values):
+            elif any(v and _route_for_values(obj, v) for v in (by_name or [values])):
                 hit = True
             elif classes and inspect.isclass(obj) and _route_for_class(obj, first):
                 hit = True
             elif values and inspect.isclass(obj):
-                attr = _route_by_method(obj, values)
+                attr = next((a for v in (by_name or [values]) if v for a in [_route_by_method(obj, v)] if a), None)
                 if attr:
                     hit, ident = True, f"{ident}.{attr}"
             if hit:

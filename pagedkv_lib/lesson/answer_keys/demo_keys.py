@@ -1,6 +1,7 @@
 """Lesson 04 (Demo): what its practice holds back (the lab's and the simulator's gates live in :mod:`..lab_view`)."""
 from __future__ import annotations
 
+from ...accounting import blocks_needed
 from .key_types import PracticeKey, need
 
 LESSON = "04_demo"
@@ -16,8 +17,8 @@ FORK_KEPT = ("The partial prompt block does not stay shared while the tails star
 def _fork_mistakes(live) -> dict:
     samples, size = need(live, "p-fork-blocks", "samples", "block_size")
     n, first = len(samples), samples[0]
-    alone = n * -(-first.tokens // size)                               # nothing shared
-    kept = first.prefix // size + 1 + n * -(-first.tail // size)       # partial block shared, tails apart
+    alone = n * blocks_needed(first.tokens, size)                              # nothing shared
+    kept = first.prefix // size + 1 + n * blocks_needed(first.tail, size)      # partial block shared, tails apart
     return {alone: FORK_ALONE, kept: FORK_KEPT}
 
 

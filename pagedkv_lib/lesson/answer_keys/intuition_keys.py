@@ -1,6 +1,7 @@
 """Lesson 01 (Intuition): what its predictions and its practice hold back until the learner commits."""
 from __future__ import annotations
 
+from ...accounting import blocks_needed
 from .key_types import GateKey, PracticeKey, need
 
 LESSON = "01_intuition"
@@ -81,7 +82,7 @@ A4_DOWN = "That rounds down: the last tokens need a block too."
 
 def _a4_mistakes(live) -> dict:
     request, size = need(live, "p-a4", "request", "block_size")
-    return {-(-request.tokens // size): A4_AGAIN, request.tail // size: A4_DOWN}
+    return {blocks_needed(request.tokens, size): A4_AGAIN, request.tail // size: A4_DOWN}
 
 
 def _a4(live) -> int:

@@ -3,7 +3,8 @@
 One attacker per attack class of issue 18: frame inspection, a background thread re-patching the checks,
 garbage-collector hunting, rigged comparisons and conversions, a forged record, forged answers of the
 grading worker written to every descriptor the kernel holds, copying a neighbour's
-submission, calling the library's own implementation, rewriting the library, solutions, gradebook and
+submission, calling the library's own implementation, rebinding the recorder at run time,
+rewriting the library, solutions, gradebook and
 grades.csv (also by a path spelled so that only the sandbox's report of what it denied can flag it), and
 runaway processes, memory and files (each bounded by the sandbox's limits, so the test
 machine is never at risk). Each attacker scores 0, no file outside the sandboxes changes (the course
@@ -189,6 +190,18 @@ for fd in range(3, 1024):
 def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
     return 0
 """
+# The right Q1 kept under another name, and the recorder rebound through computed names so that the real
+# test cells record it instead of the (wrong) answer: no reading of the cell sees it; the recorder's
+# run-time check (learner/run_time_patches.py) does, and the record is judged forged.
+PATCHED = """import importlib
+def _right(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
+    return 2 * num_layers * num_kv_heads * head_dim * bytes_per_scalar
+_cls = getattr(importlib.import_module("pagedkv_lib.course.learner." + "test" + "cell"), "Rec" + "order")
+_init = getattr(_cls, "__" + "init__")
+setattr(_cls, "__" + "init__", lambda self, gid, space: _init(self, gid, {**space, "kv_bytes_per_token": _right}))
+def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
+    return 0
+"""
 # A record nested 900 lists deep: converting it (nbformat recurses) would overflow the grader's stack.
 DEEP = ("from IPython.display import display\nx = []\nfor _ in range(900):\n    x = [x]\n"
         "display({'application/vnd.pagedkv.result+json': {'grade_id': 'q2_tests', 'entries': x}, 'text/plain': 'deep'},"
@@ -207,6 +220,7 @@ ATTACKERS = {  # student: (answers over WRONG, words that must be in their statu
     "a_channels": ({"q1_answer": CHANNELS}, []),
     "a_oblique": ({"q1_answer": OBLIQUE}, ["reaches outside", "the sandbox denied", "gradebook.db (ENOENT)"]),
     "a_deep": ({"q1_answer": DEEP}, ["malformed output"]),
+    "a_patched": ({"q1_answer": PATCHED}, ["forged record", "patched at run time", "testcell.Recorder.__init__"]),
     # nbgrader itself stops on a locked cell without a grade id (KeyError), so the notebook scores 0 as a
     # grader error; the judge's own rule (never run such a cell) is tested in test_course_guards.
     "a_injected": ({}, ["grader error", "grade_id"]),

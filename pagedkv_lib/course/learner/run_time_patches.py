@@ -8,7 +8,8 @@ reading the notebook's source cannot see it. Here the objects themselves are com
 
 - every function and method these modules define at top level must carry the code object Python compiles
   from the module's file, found under the library's own folder or the Python installation and venv (read-only
-  in the grader's sandbox), at the same qualified name, with that module's globals and no closure;
+  in the grader's sandbox), at the same qualified name, with that module's globals and no closure (a
+  method's ``super()`` cell excepted, holding its own class);
 - every name they import must still be the object it names, each module must be the one in
   ``sys.modules``, a plain module, and no instance of theirs may hold a method of its own;
 - the builtins they use must be the interpreter's own, and the display publisher (IPython's or ipykernel's)

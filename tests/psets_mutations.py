@@ -55,6 +55,23 @@ PS2 = [
     ("q7_answer", "q7_tests", _Q7.format(f"{_GIB7} // math.prod(V.q7_shape)")),  # no x2
     ("q7_answer", "q7_tests", _Q7.format("int(V.q7_gib * 1e9) // kv_bytes_per_token(*V.q7_shape, 1)")),  # GB
     ("q7_answer", "q7_tests", _Q7.format(f"{_GIB7} // (8 * kv_bytes_per_token(*V.q7_shape, 1))")),  # bits
+    # Q9: blocks and capacity of a hybrid model
+    ("q9_answer", "q9_tests", "(blocks - freed)", "blocks"),  # sliding-window groups free nothing
+    ("q9_answer", "q9_tests", "full_groups * blocks + sliding_groups * (blocks - freed)",
+     "L_full * blocks + L_sw * (blocks - freed)"),  # blocks per layer, not per group
+    ("q9_answer", "q9_tests", "freed = max(0, T - W + 1) // S", "freed = -(-max(0, T - W + 1) // S)"),  # frees the window's first block
+    ("q9_answer", "q9_tests", "sliding_groups * (blocks - freed)", "sliding_groups * -(-W // S)"),  # the window as W / S blocks
+    ("q9_answer", "q9_tests", "blocks = -(-T // S)", "blocks = T // S"),  # the partial last block dropped
+    ("q9_answer", "q9_tests", "block_bytes = S * 2 * g * H", "block_bytes = S * 2 * H"),  # a block of one layer
+    ("q9_answer", "q9_tests", "block_bytes = S * 2 * g * H", "block_bytes = S * 2 * L * H"),  # a block of all layers
+    ("q9_answer", "q9_tests", "block_bytes = S * 2 * g * H", "block_bytes = S * g * H"),  # no K and V
+    ("q9_answer", "q9_tests", "V.q9_kv_gib * GiB", "int(V.q9_kv_gib * 1e9)"),  # GB
+    ("q9_answer", "q9_tests", "(V.q9_kv_gib * GiB // block_bytes) // hybrid_blocks",
+     "-(-(V.q9_kv_gib * GiB // block_bytes) // hybrid_blocks)"),  # rounds up
+    ("q9_answer", "q9_tests", "(V.q9_kv_gib * GiB // block_bytes) // hybrid_blocks",
+     "V.q9_kv_gib * GiB // (2 * H * d * 2 * (L_full * T + L_sw * min(T, W)))"),  # bytes B(T), not whole blocks
+    ("q9_answer", "q9_tests", "(V.q9_kv_gib * GiB // block_bytes) // hybrid_blocks",
+     "(V.q9_kv_gib * GiB // (S * 2 * L * H * d * 2)) // blocks"),  # every layer full attention
 ]
 
 PS2_STYLES = [
@@ -78,6 +95,19 @@ PS2_STYLES = [
     ("q6_answer", "import numpy as np\nS = V.q6_block_size\n"
                   "expected_slack_slots = V.q6_requests * np.mean([(S - r) % S for r in range(S)])\n"),
     ("q7_answer", "import numpy as np\nfp8_tokens = np.int64(V.q7_gib * GiB) // (2 * math.prod(V.q7_shape))\n"),
+    ("q9_answer", "L, H, d = V.q9_shape\nL_sw, W, T, S = V.q9_sw_layers, V.q9_window, V.q9_tokens, V.q9_block_size\n"
+                  "g = min(L - L_sw, L_sw)\nkinds = [(None, L - L_sw), (W, L_sw)]\n"
+                  "tables = [n for w, layers in kinds for n in [blocks_needed(T, S) - (0 if w is None else max(0, T - w + 1) // S)]"
+                  " * blocks_needed(layers, g)]\n"
+                  "hybrid_blocks = sum(tables)\n"
+                  "hybrid_requests = V.q9_kv_gib * GiB // (S * kv_bytes_per_token(g, H, d, 2)) // hybrid_blocks\n"),
+    ("q9_answer", "import numpy as np\nL, H, d = V.q9_shape\nT, S, W = V.q9_tokens, V.q9_block_size, V.q9_window\n"
+                  "g = min(L - V.q9_sw_layers, V.q9_sw_layers)\n"
+                  "groups = np.ceil(np.array([L - V.q9_sw_layers, V.q9_sw_layers]) / g).astype(np.int64)\n"
+                  "first_kept = max(0, T - W + 1) // S  # first block the window still reaches\n"
+                  "hybrid_blocks = int(groups @ np.array([math.ceil(T / S), math.ceil(T / S) - first_kept]))\n"
+                  "pool = np.int64(V.q9_kv_gib) * GiB // (np.int64(S) * g * 4 * H * d)\n"
+                  "hybrid_requests = int(pool // hybrid_blocks)\n"),
     # a slip in Q1 (no x2) is followed through into Q5 and Q7: only Q1 loses points (checked below)
 ]
 

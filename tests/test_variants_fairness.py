@@ -25,6 +25,7 @@ from psets_leaks import code_numbers, learner_leaks, text_numbers, visible_check
 
 from pagedkv_lib.course.instructor.intake.variant_keys import learner_key
 from pagedkv_lib.accounting import blocks_needed, bytes_per_token, expected_slack_per_request, kv_capacity
+from pagedkv_lib.accounting import hybrid_blocks_per_request, hybrid_kv_capacity
 from pagedkv_lib.course.learner.variants import for_set
 from pagedkv_lib.lesson.lab import run_lab
 
@@ -136,7 +137,10 @@ LIBRARY_ANSWERS = {
         "gpu_blocks": lambda V: kv_capacity(V.q5_model, V.q5_gpu_gib * GiB, weight_bytes=int(V.q5_params * 2),
                                             utilization=V.q5_utilization, block_size=V.q5_block_size).blocks,
         "expected_slack_slots": lambda V: V.q6_requests * expected_slack_per_request(V.q6_block_size),
-        "fp8_tokens": lambda V: V.q7_gib * GiB // bytes_per_token(V.q7_model, "fp8")},
+        "fp8_tokens": lambda V: V.q7_gib * GiB // bytes_per_token(V.q7_model, "fp8"),
+        "hybrid_blocks": lambda V: hybrid_blocks_per_request(V.q9_model, V.q9_tokens, V.q9_block_size),
+        "hybrid_requests": lambda V: hybrid_kv_capacity(V.q9_model, V.q9_kv_gib * GiB, V.q9_tokens, weight_bytes=0,
+                                                        utilization=1.0, block_size=V.q9_block_size).requests},
     "ps4_demo": {
         "capacity_tokens": lambda V: _capacity_tokens(V.q3_model, V.q3_gpu_gib, V.q3_utilization),
         "lab_sharing_saved_bytes": lambda V: _lab_saved_slots(V.q5_block_size, V.q5_samples)
@@ -191,3 +195,40 @@ def test_in_each_of_300_random_classes_no_answer_serves_more_than_5_percent(name
     print(f"\n{name}, the most of a class one answer serves over {RANDOM_CLASSES} random classes of 200: "
           + ", ".join(f"{q} {s:.1%}" for q, s in worst.items()))
     assert all(s <= SHARE_BOUND for s in worst.values()), worst
+
+
+def _ps2_q9_slips(V) -> tuple[int, int, dict, dict]:
+    """ps2 Q9's answers and the values of the slips its mutations make (``psets_mutations``), from ``V``."""
+    (L, H, d), L_sw, W, T, S = V.q9_shape, V.q9_sw_layers, V.q9_window, V.q9_tokens, V.q9_block_size
+    L_full = L - L_sw
+    g = min(L_full, L_sw)
+    fg, sg, up, freed = -(-L_full // g), -(-L_sw // g), -(-T // S), max(0, T - W + 1) // S
+    kv, layer = V.q9_kv_gib * GiB, 2 * H * d * 2
+    blocks, page = fg * up + sg * (up - freed), S * g * layer
+    requests = kv // page // blocks
+    block_slips = {"no window": (fg + sg) * up, "per layer": L_full * up + L_sw * (up - freed),
+                   "window's first block freed": fg * up + sg * (up - -(-max(0, T - W + 1) // S)),
+                   "W / S blocks": fg * up + sg * -(-W // S), "partial block dropped": fg * (T // S) + sg * (T // S - freed)}
+    request_slips = {"one layer": kv // (S * layer) // blocks, "all layers": kv // (S * L * layer) // blocks,
+                     "no K and V": kv // (page // 2) // blocks, "GB": int(V.q9_kv_gib * 1e9) // page // blocks,
+                     "rounded up": -(-(kv // page) // blocks), "all full attention": kv // (S * L * layer) // up}
+    return blocks, requests, block_slips, request_slips
+
+
+def test_no_slip_ps2_q9s_mutations_make_lands_on_the_answer_for_any_learner():
+    """For 20,000 random keys: each slip ``psets_mutations`` makes in Q9 gives a wrong value (so it loses its
+    points and its message names it, for any key the mutation tests might use), and the answers are the
+    library's. Rounding the request count up is the exception: right when the blocks divide the pool (about
+    one learner in a hundred)."""
+    rng = random.Random("ps2 q9 slips")
+    models = set()
+    for _ in range(20_000):
+        V = for_set("ps2_math", f"{rng.getrandbits(128):032x}")
+        blocks, requests, block_slips, request_slips = _ps2_q9_slips(V)
+        assert (blocks, requests) == (LIBRARY_ANSWERS["ps2_math"]["hybrid_blocks"](V),
+                                      LIBRARY_ANSWERS["ps2_math"]["hybrid_requests"](V))
+        assert blocks not in block_slips.values(), (V.numbers, block_slips)
+        landed = [k for k, v in request_slips.items() if v == requests and k != "rounded up"]
+        assert not landed, (V.numbers, landed)
+        models.add(V.q9_model)
+    assert len(models) >= 3

@@ -173,6 +173,33 @@ def _gpu_for(rng: random.Random, params: float) -> tuple[int, float]:
     return rng.choice(fits)
 
 
+#: ps2 Q9's draw: a hybrid preset (``accounting.HYBRID_MODELS``), a block size dividing its window, a request
+#: of 4 windows to 64 Ki tokens that ends inside a block but not one token short of its end (then the
+#: window's first position is inside a block: keeping that block and rounding the request's last block up
+#: both show), and the KV memory of a server of one to eight GPUs, in which about Q9_REQUESTS requests fit
+#: (drawn log-uniform, by the request's bytes, the lesson's B(T)): few requests, or requests near one
+#: count, would give many learners one answer (``tests/test_variants_fairness.py`` measures it).
+Q9_BLOCK_SIZES = (16, 32, 64)
+Q9_KV_GIB = (8, 640)
+Q9_REQUESTS = (100, 4000)
+
+
+def _q9(rng: random.Random) -> dict:
+    from ...accounting import HYBRID_MODELS
+    name = rng.choice(sorted(HYBRID_MODELS))
+    m, S = HYBRID_MODELS[name], rng.choice(Q9_BLOCK_SIZES)
+    layer = 2 * m.num_kv_heads * m.head_dim * m.bytes_per_scalar  # bytes of one token in one layer
+    while True:
+        T = _log_uniform(rng, 4 * m.sliding_window, 65536) // S * S + rng.randrange(1, S - 1)
+        request = layer * (m.num_full_layers * T + m.num_sliding_layers * m.sliding_window)
+        gib = round(_log_uniform(rng, *Q9_REQUESTS) * request / 2**30)
+        if Q9_KV_GIB[0] <= gib <= Q9_KV_GIB[1]:
+            break
+    return {"q9_model": name, "q9_shape": (m.num_layers, m.num_kv_heads, m.head_dim),
+            "q9_sw_layers": m.num_sliding_layers, "q9_window": m.sliding_window, "q9_tokens": T,
+            "q9_block_size": S, "q9_kv_gib": gib}
+
+
 def _ps2(rng: random.Random) -> dict:
     name, L, H_kv, d, _, params = rng.choice([m for m in _MODELS if m[5] * 2 <= 0.75 * 0.95 * 141 * 2**30])
     gib, util = _gpu_for(rng, params)
@@ -180,12 +207,15 @@ def _ps2(rng: random.Random) -> dict:
     return {"q5_model": name, "q5_shape": (L, H_kv, d), "q5_params": params, "q5_gpu_gib": gib,
             "q5_utilization": util, "q5_block_size": rng.choice([8, 16, 32]),
             "q6_requests": rng.randrange(2, 401), "q6_block_size": rng.choice([6, 8, 10, 12, 16, 20, 24, 32]),
-            "q7_model": name7, "q7_shape": (L7, H7, d7), "q7_query_heads": Hq7, "q7_gib": rng.randrange(10, 161)}
+            "q7_model": name7, "q7_shape": (L7, H7, d7), "q7_query_heads": Hq7, "q7_gib": rng.randrange(10, 161),
+            **_q9(rng)}
 
 
 PS2_PRACTICE = {"q5_model": "Llama-2-7B", "q5_shape": (32, 32, 128), "q5_params": 6.74e9, "q5_gpu_gib": 80,
                 "q5_utilization": 0.9, "q5_block_size": 16, "q6_requests": 1, "q6_block_size": 12,
-                "q7_model": "Llama-3-70B", "q7_shape": (80, 8, 128), "q7_query_heads": 64, "q7_gib": 40}
+                "q7_model": "Llama-3-70B", "q7_shape": (80, 8, 128), "q7_query_heads": 64, "q7_gib": 40,
+                "q9_model": "Gemma-3-27B", "q9_shape": (62, 16, 128), "q9_sw_layers": 52, "q9_window": 1024,
+                "q9_tokens": 6007, "q9_block_size": 16, "q9_kv_gib": 120}
 
 
 def _ps3(rng: random.Random) -> dict:

@@ -148,3 +148,14 @@ def q7_tests(t, V) -> tuple[Any, int]:
     checks.require(not q1_right or 10**4 < n < 10**8, f"fp8_tokens = {n} is off by orders of magnitude: a token of "
                    "these models takes tens to hundreds of kB of cache.")
     return checks, n
+
+
+def q9_tests(t, V) -> tuple[Any, int, int]:
+    """Q9: ``hybrid_blocks`` and ``hybrid_requests`` are whole numbers, the blocks at least a full-attention
+    group's; returns ``(checks, hybrid_blocks, hybrid_requests)``."""
+    checks = t.checks
+    blocks, requests = _count(t, "hybrid_blocks", "blocks"), _count(t, "hybrid_requests", "requests")
+    checks.require(blocks >= -(-V.q9_tokens // V.q9_block_size), f"hybrid_blocks = {blocks}: each full-attention "
+                   "group alone keeps every block of the request, none of which falls out of a window.")
+    checks.require(requests > 0, f"hybrid_requests = {requests}: your memory holds at least one such request.")
+    return checks, blocks, requests

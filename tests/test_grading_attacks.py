@@ -330,7 +330,7 @@ def test_the_victim_graded_after_them_scores_0_and_the_honest_student_full_marks
     root, *_ = graded
     scores = _scores(root)
     assert scores[VICTIM] == 0.0
-    assert scores[HONEST] == 21.0
+    assert scores[HONEST] == 24.0  # ps2_math's autograded points
 
 
 def test_no_file_outside_the_sandboxes_changed(graded):

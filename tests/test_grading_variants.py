@@ -87,7 +87,7 @@ def graded(tmp_path_factory):
 
 def test_each_student_is_judged_on_their_own_numbers(graded):
     _, statuses, scores, _ = graded
-    assert scores == {"ada": 21.0, "bob": 21.0, "cat": 21.0 - 3 - 3, "dan": 21.0 - 3 - 2 - 3, "eve": 18.0}, statuses
+    assert scores == {"ada": 24.0, "bob": 24.0, "cat": 24.0 - 3 - 3, "dan": 24.0 - 3 - 2 - 3, "eve": 21.0}, statuses
     assert statuses["ada"].label == statuses["bob"].label == "ok"
 
 

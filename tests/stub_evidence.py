@@ -30,10 +30,12 @@ import pickle
 import re
 import signal
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 
 CALL_ALARM_S = 0.5  # a call running longer is no route (seconds)
+CALLABLE_BUDGET_S = 4.0  # seconds one callable may take on one question; past it, it is listed as untried
 MAX_CASES = 8  # cases of a function question tried per callable
 MAX_BINDINGS = 260  # ways of calling one callable on one question's inputs (every order of 3 of 7 inputs)
 
@@ -153,8 +155,26 @@ def _informative(want) -> bool:
     return True
 
 
+class _Budget:
+    """Seconds of alarms left to the callable being probed on one question (see :data:`CALLABLE_BUDGET_S`)."""
+    left = CALLABLE_BUDGET_S
+    spent_out = False
+
+
 def _call(fn, args, kwargs):
-    """``fn(*args, **kwargs)``, or a sentinel when it raises, prints its way out, or outlasts the alarm."""
+    """``fn(*args, **kwargs)``, or a sentinel when it raises, prints its way out, or outlasts the alarm
+    (and, once the callable has spent its budget of alarms on this question, without calling it)."""
+    if _Budget.left <= 0:
+        _Budget.spent_out = True
+        return _FAILED
+    start = time.monotonic()
+    try:
+        return _call_now(fn, args, kwargs)
+    finally:
+        _Budget.left -= time.monotonic() - start
+
+
+def _call_now(fn, args, kwargs):
     signal.setitimer(signal.ITIMER_REAL, CALL_ALARM_S)
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -282,36 +302,34 @@ def _route_for_calls(fn, cases, params: dict) -> bool:
     return False
 
 
+def _fits(got, want, inputs: dict, scale) -> bool:
+    """``got`` is ``want``, or (``scale`` naming one of the inputs) ``got * inputs[scale]`` is."""
+    if scale is None:
+        return same(got, want)
+    factor = inputs.get(scale)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor == 0:
+        return False
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return False
+    return same(got * factor, want)
+
+
 def _route_for_values(fn, variants: list[tuple[dict, object]]) -> bool:
     """Whether one way of calling ``fn`` on each variant's inputs gives its answer (or its answer per one
     of the question's counts) in every variant."""
     if not variants or not any(_informative(want) for _, want in variants):
         return False
-    ways0 = _bindings(fn, variants[0][0])
-    for n in range(len(ways0)):
-        for scaled in (None, *variants[0][0]):
-            ok = True
-            for inputs, want in variants:
-                ways = _bindings(fn, inputs)
-                if n >= len(ways):
-                    ok = False
-                    break
-                got = _call(fn, *ways[n])
-                if got is _FAILED:
-                    ok = False
-                    break
-                if scaled is not None:
-                    factor = inputs.get(scaled)
-                    if not (isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor != 0
-                            and isinstance(got, (int, float)) and not isinstance(got, bool)):
-                        ok = False
-                        break
-                    got = got * factor
-                if not same(got, want):
-                    ok = False
-                    break
-            if ok:
-                return True
+    scales = (None, *variants[0][0])
+    for n in range(len(_bindings(fn, variants[0][0]))):
+        fitting = set(scales)
+        for inputs, want in variants:
+            ways = _bindings(fn, inputs)
+            got = _call(fn, *ways[n]) if n < len(ways) else _FAILED
+            fitting = set() if got is _FAILED else {sc for sc in fitting if _fits(got, want, inputs, sc)}
+            if not fitting:
+                break
+        if fitting:
+            return True
     return False
 
 
@@ -377,7 +395,8 @@ def probe(root: Path, questions: dict) -> dict:
     ``questions[grade_id]`` is the list of :func:`_capture` results for that test cell, one per variant."""
     signal.signal(signal.SIGALRM, _alarm)
     callables = _public_callables(root) + list(COMPOSITIONS.items())
-    routes: dict[str, list[str]] = {}
+    routes: dict = {}
+    slow: dict[str, list[str]] = {}
     for grade_id, per_variant in questions.items():
         found = []
         first = per_variant[0]
@@ -391,6 +410,7 @@ def probe(root: Path, questions: dict) -> dict:
             values = [v for v in values if v[0]]
         classes = any("#" in c[0] for c in first["calls"])
         for ident, obj in callables:
+            _Budget.left, _Budget.spent_out = CALLABLE_BUDGET_S, False
             hit = False
             if cases and _route_for_calls(obj, cases, first["params"]):
                 hit = True
@@ -404,7 +424,10 @@ def probe(root: Path, questions: dict) -> dict:
                     hit, ident = True, f"{ident}.{attr}"
             if hit:
                 found.append(ident)
+            elif _Budget.spent_out:
+                slow.setdefault(grade_id, []).append(ident)
         routes[grade_id] = found
+    routes["__untried__"] = slow  # callables that spent their time budget before every way was tried
     return routes
 
 

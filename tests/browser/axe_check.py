@@ -90,3 +90,10 @@ def summary(found: list[dict]) -> str:
     """One line per violation, for an assertion message."""
     return "\n".join(f"{v['impact']} {v['rule']} at {v['target']}: {v['html'][:160]} ({v['why'][:200]})"
                      for v in found)
+
+
+def assert_no_violations(page, name: str) -> None:
+    """Fail on any serious or critical violation in what the course draws; write JupyterLab's own beside it."""
+    found = course_violations(page, name)
+    upstream_violations(page, name, found)
+    assert not found, f"{len(found)} serious or critical WCAG 2.1 AA violations in {name}:\n" + summary(found)

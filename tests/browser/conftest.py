@@ -75,3 +75,27 @@ def page(browser, request):
     finally:
         tab.screenshot(path=str(tab.shots / "zz-last.png"))   # what the page showed at the end, pass or fail
         context.close()
+
+
+NOTEBOOK_SETTINGS = "lab/api/settings/@jupyterlab/notebook-extension:tracker"
+
+
+def _put_settings(server, raw: str) -> None:
+    import json
+    import urllib.request
+    req = urllib.request.Request(server.url(NOTEBOOK_SETTINGS), method="PUT", data=json.dumps({"raw": raw}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).close()
+
+
+@pytest.fixture
+def every_cell_drawn(lab):
+    """JupyterLab draws only the cells near the window (``windowingMode``); axe skips what is not drawn,
+    and the render checks read only what is drawn, so for these tests every cell is drawn ("none"). The
+    learner's setting is put back after."""
+    before = lab.api(NOTEBOOK_SETTINGS).get("raw") or "{}"
+    _put_settings(lab, '{"windowingMode": "none"}')
+    try:
+        yield
+    finally:
+        _put_settings(lab, before)

@@ -1,9 +1,12 @@
 """What a learner does in JupyterLab 4, as Playwright steps, and what the tests read off the page."""
 from __future__ import annotations
 
+import re
+import time
 import uuid
+
 from .browser_server import WAIT_MS, WAIT_S
-from .pages import page_screenshots, wait_all_ran, wait_until_idle
+from .pages import commit_first_choice, expect, gate_boxes, page_screenshots, wait_all_ran, wait_until_idle
 
 
 OUTPUT = ".jp-OutputArea-output"
@@ -18,13 +21,69 @@ CUT_LINES_JS = """(root) => [...root.querySelectorAll('.jp-CodeCell:not(.jp-mod-
 
 
 def open_notebook(page, server, path: str):
-    """Open ``path`` in JupyterLab and wait for its kernel to be idle."""
+    """Open ``path`` in JupyterLab and wait until its kernel is started, connected to the page, and idle."""
     server.close_sessions()  # a fresh kernel: nothing left from an earlier test
     # a workspace of its own: no tabs left open by an earlier test, no restored layout
     page.goto(server.url(f"lab/workspaces/t{uuid.uuid4().hex[:12]}/tree/{path}"))
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=WAIT_MS)
-    wait_idle(page)
+    wait_kernel_ready(page, server, path)
     return page.locator(".jp-NotebookPanel:visible .jp-Notebook")
+
+
+def wait_kernel_ready(page, server, path: str, timeout: float = WAIT_S) -> None:
+    """Wait until the server holds a session for ``path`` whose kernel is idle with the page connected to it,
+    and the page's indicator says idle.
+
+    The page's indicator alone cannot tell: JupyterLab draws it "idle" as soon as the notebook opens, before
+    any kernel exists (its initial state), and a Shift+Enter pressed then is dropped: JupyterLab finds no
+    kernel, clears the cell and runs nothing (its prompt stays "[ ]:").
+    """
+    deadline, sessions = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        sessions = server.api("api/sessions")
+        if any(s["path"] == path and (s.get("kernel") or {}).get("connections", 0) >= 1
+               and s["kernel"].get("execution_state") == "idle" for s in sessions):
+            wait_idle(page, max(1.0, deadline - time.monotonic()))
+            return
+        page.wait_for_timeout(250)
+    raise AssertionError(f"no idle kernel connected to {path} after {timeout:.0f} s; the server's sessions: "
+                         f"{[(s['path'], s.get('kernel')) for s in sessions]}")
+
+
+def prompt(cell) -> str:
+    """The input prompt of one code cell: "[ ]:" never run, "[*]:" running, "[3]:" the third execution."""
+    return cell.locator(".jp-InputPrompt").first.inner_text().strip()
+
+
+def wait_ran(page, cell, before: str, timeout: float = WAIT_S) -> None:
+    """Wait until ``cell`` has run since its prompt read ``before`` (a new execution count) and the kernel is idle."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = prompt(cell)
+        if re.fullmatch(r"\[\d+\]:", now) and now != before and kernel_status(page) == "idle":
+            return
+        if time.monotonic() > deadline:
+            first = cell.locator(".cm-line").first.inner_text()
+            raise AssertionError(f"the cell starting {first!r} did not run within {timeout:.0f} s: its prompt is "
+                                 f"{now!r} (it was {before!r} before the run), the kernel is {kernel_status(page)!r}")
+        page.wait_for_timeout(250)
+
+
+def run_cell(page, cell, timeout: float = WAIT_S) -> None:
+    """Select ``cell`` by its prompt (command mode) and run it with Shift+Enter, as a learner does; wait until
+    it has run (a new execution count in its prompt) and the kernel is idle."""
+    before = prompt(cell)
+    cell.locator(".jp-InputPrompt").first.click()
+    page.keyboard.press("Shift+Enter")
+    wait_ran(page, cell, before, timeout)
+
+
+def only(locator, what: str):
+    """``locator``, asserting it matches exactly one element (``what`` names it in the failure)."""
+    locator.first.wait_for(state="attached")   # the notebook may still be drawing its cells
+    count = locator.count()
+    assert count == 1, f"{count} elements match {what}, expected exactly one"
+    return locator.first
 
 
 def kernel_status(page) -> str:
@@ -91,3 +150,18 @@ def error_outputs(notebook) -> list[str]:
     """Text of every error output (a traceback) in the notebook."""
     return notebook.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error'],"
                             ".jp-OutputArea-output.jp-mod-error").all_inner_texts()
+
+
+def commit_every_gate(page, notebook) -> int:
+    """Commit the first choice (or 1) at every gate that is still open; return how many gates there are."""
+    gates = gate_boxes(notebook)
+    for k in range(gates.count()):
+        box = gates.nth(k)
+        button = box.locator("button:text-is('Commit')")
+        if button.is_disabled():
+            continue
+        box.scroll_into_view_if_needed()
+        commit_first_choice(box)
+        expect(button).to_be_disabled()
+        wait_idle(page)
+    return gates.count()

@@ -1,6 +1,7 @@
 """WCAG 2.1 AA for what the course draws, checked by axe-core in chromium, and by the keyboard alone.
 
-* Each lesson after Run All with every gate committed, each released problem set as opened, a learner's
+* Each lesson after Run All with every gate committed (in test_lessons_in_lab.py, on the page its render and
+  gate checks share), each released problem set as opened, a learner's
   feedback page and the class report from a real (small) grading run, and the hub's sign-up page: no
   serious or critical axe violation outside :data:`axe_check.UPSTREAM` (JupyterLab's and JupyterHub's
   own parts, each listed with its upstream issue); those are written to ``artifacts/browser/axe/``.
@@ -14,77 +15,20 @@ from __future__ import annotations
 import pytest
 
 from .browser_server import REPO
-from . import axe_check, jlab
+from . import axe_check
 from .jlab import open_notebook, run_all, wait_idle
-from .pages import commit_first_choice, expect, gate_boxes
+from .pages import expect, gate_boxes
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
-LESSONS = sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb"))
 PSETS = sorted(str(p.relative_to(REPO)) for p in (REPO / "exercises").glob("*/*.ipynb"))
-
-
-NOTEBOOK_SETTINGS = "lab/api/settings/@jupyterlab/notebook-extension:tracker"
-
-
-def _put_settings(server, raw: str) -> None:
-    import json
-    import urllib.request
-    req = urllib.request.Request(server.url(NOTEBOOK_SETTINGS), method="PUT", data=json.dumps({"raw": raw}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=30).close()
-
-
-@pytest.fixture
-def every_cell_drawn(lab):
-    """JupyterLab draws only the cells near the window (``windowingMode``); axe skips what is not drawn,
-    so for these tests every cell is drawn ("none"). The learner's setting is put back after."""
-    before = lab.api(NOTEBOOK_SETTINGS).get("raw") or "{}"
-    _put_settings(lab, '{"windowingMode": "none"}')
-    try:
-        yield
-    finally:
-        _put_settings(lab, before)
-
-
-def commit_every_gate(page, notebook) -> int:
-    """Commit the first choice (or 1) at every gate that is still open; return how many gates there are."""
-    gates = gate_boxes(notebook)
-    for k in range(gates.count()):
-        box = gates.nth(k)
-        button = box.locator("button:text-is('Commit')")
-        if button.is_disabled():
-            continue
-        box.scroll_into_view_if_needed()
-        commit_first_choice(box)
-        expect(button).to_be_disabled()
-        wait_idle(page)
-    return gates.count()
-
-
-def assert_no_violations(page, name: str) -> None:
-    found = axe_check.course_violations(page, name)
-    axe_check.upstream_violations(page, name, found)
-    assert not found, f"{len(found)} serious or critical WCAG 2.1 AA violations in {name}:\n" + axe_check.summary(found)
-
-
-@pytest.mark.parametrize("name", LESSONS)
-def test_each_lesson_after_run_all_with_its_gates_committed(lab, every_cell_drawn, page, name):
-    notebook = open_notebook(page, lab, f"notebooks/{name}")
-    run_all(page, notebook)
-    assert jlab.error_outputs(notebook) == []
-    gates = commit_every_gate(page, notebook)
-    assert gates >= 1 or name == "03_code.ipynb"
-    assert page.locator(".jp-WindowedPanel-viewport.jp-content-visibility-mode").count() == 0, "cells left undrawn"
-    jlab.screenshots(page, "committed")
-    assert_no_violations(page, name.removesuffix(".ipynb"))
 
 
 @pytest.mark.parametrize("path", PSETS, ids=lambda p: p.split("/")[1])
 def test_each_problem_set_as_opened(lab, every_cell_drawn, page, path):
     open_notebook(page, lab, path)
     page.screenshot(path=str(page.shots / "opened.png"))
-    assert_no_violations(page, path.split("/")[1])
+    axe_check.assert_no_violations(page, path.split("/")[1])
 
 
 # ---------------------------------------------------------------------- pages outside JupyterLab
@@ -126,7 +70,7 @@ def test_a_feedback_page_with_failures(graded_class, page):
     page.goto(feedback.as_uri())
     expect(page.locator("body")).to_contain_text("Rounding down")
     page.screenshot(path=str(page.shots / "feedback.png"), full_page=True)
-    assert_no_violations(page, "feedback-page")
+    axe_check.assert_no_violations(page, "feedback-page")
 
 
 def test_the_class_report(graded_class, page):
@@ -134,7 +78,7 @@ def test_the_class_report(graded_class, page):
     page.goto(report.as_uri())
     expect(page.locator("h1")).to_contain_text("Class report")
     page.screenshot(path=str(page.shots / "report.png"), full_page=True)
-    assert_no_violations(page, "class-report")
+    axe_check.assert_no_violations(page, "class-report")
     for img in page.locator("img").all():
         assert (img.get_attribute("alt") or "").strip(), "a figure of the report has no text alternative"
 

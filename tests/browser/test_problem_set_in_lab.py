@@ -6,7 +6,7 @@ import re
 import pytest
 
 from .browser_server import REPO, WAIT_MS
-from .jlab import accept_dialog, open_notebook, wait_idle
+from .jlab import accept_dialog, only, open_notebook, prompt, run_cell, wait_ran
 from .pages import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
@@ -17,11 +17,9 @@ WRONG_BLOCKS = ("def blocks_needed(num_tokens, block_size):\n"
                 "    return num_tokens // block_size   # rounds down: the mistake\n")
 
 
-def run_cell(page, cell) -> None:
-    """Select ``cell`` (by its prompt, in command mode) and run it: Shift+Enter, as a learner does."""
-    cell.first.locator(".jp-InputPrompt").click()
-    page.keyboard.press("Shift+Enter")
-    wait_idle(page)
+def setup_cell(notebook):
+    """The set-up cell of a problem set: the one cell that draws the learner's numbers ``V``."""
+    return only(notebook.locator(".jp-CodeCell").filter(has_text="V = for_set("), "the set-up cell (V = for_set(...))")
 
 
 def validate(page) -> str:
@@ -50,19 +48,22 @@ def test_validate_on_the_untouched_set_gives_short_messages(lab, page, path):
 @pytest.mark.parametrize("path", [p for p in PSETS if "ps2_math" in p], ids=lambda p: p.split("/")[1])
 def test_a_rounded_down_blocks_needed_is_named_in_one_or_two_lines(lab, page, path):
     notebook = open_notebook(page, lab, path)
-    run_cell(page, notebook.locator(".jp-CodeCell:has-text('GiB = 2**30')"))
-    answer = notebook.locator(".jp-CodeCell:has-text('def blocks_needed(num_tokens, block_size)')").first
+    run_cell(page, setup_cell(notebook))
+    answer = only(notebook.locator(".jp-CodeCell:has-text('def blocks_needed(num_tokens, block_size)')"),
+                  "the answer cell of blocks_needed")
+    tests = only(notebook.locator(".jp-CodeCell:has-text('begin(\"q2_tests\")')"), "the test cell of q2")
     answer.scroll_into_view_if_needed()
     answer.locator(".cm-content").click()
     page.keyboard.press("Control+A")
     page.keyboard.insert_text(WRONG_BLOCKS)   # as typed, without the editor's auto-indent
+    before = prompt(answer)
     page.keyboard.press("Shift+Enter")        # run the answer, move to its visible test cell
-    wait_idle(page)
+    wait_ran(page, answer, before)
+    before = prompt(tests)
     page.keyboard.press("Shift+Enter")        # run the test cell
-    wait_idle(page)
-    tests = notebook.locator(".jp-CodeCell:has-text('begin(\"q2_tests\")')").first
+    wait_ran(page, tests, before)
     error = tests.locator(".jp-OutputArea-output").last
-    error.wait_for()
+    assert tests.locator(".jp-OutputArea-output").count(), "the test cell ran and showed nothing"
     tests.scroll_into_view_if_needed()
     page.screenshot(path=str(page.shots / "01-wrong-answer.png"))
     message = error.inner_text().strip()
@@ -94,22 +95,23 @@ def test_the_set_up_cell_prints_practice_numbers_and_then_the_pasted_keys_own(la
     from pagedkv_lib.course.learner.variants import for_set
     key = learner_key(b"a browser test's course secret", "ada")
     notebook = open_notebook(page, lab, path)
-    setup = notebook.locator(".jp-CodeCell:has-text('GiB = 2**30')").first
+    setup = setup_cell(notebook)
     run_cell(page, setup)
     shown = setup.locator(".jp-OutputArea-output").last
-    shown.wait_for()
+    assert setup.locator(".jp-OutputArea-output").count(), "the set-up cell ran and showed nothing"
     assert shown.inner_text().startswith("PRACTICE numbers: no variant key was given"), shown.inner_text()
-    cell = notebook.locator(".jp-CodeCell:has-text('VARIANT_KEY = \"\"')").first
+    cell = only(notebook.locator(".jp-CodeCell:has-text('VARIANT_KEY = \"\"')"), "the variant key's cell")
     cell.locator(".cm-content").click()
     page.keyboard.press("Control+A")
     page.keyboard.insert_text(f'VARIANT_KEY = "{key}"')
+    before = prompt(cell)
     page.keyboard.press("Shift+Enter")
-    wait_idle(page)
+    wait_ran(page, cell, before)
     run_cell(page, setup)
-    expect(shown).to_contain_text("Your numbers for ps2_math")   # waits: the new output replaces the old
+    expect(shown).to_contain_text("Your numbers for ps2_math")   # the new output replaces the old
     setup.scroll_into_view_if_needed()
     page.screenshot(path=str(page.shots / "01-your-numbers.png"))
     text = shown.inner_text()
     mine = for_set("ps2_math", key)
-    assert text.startswith("Your numbers for ps2_math (variant key") and f"V.q5_model" in text, text
+    assert text.startswith("Your numbers for ps2_math (variant key") and "V.q5_model" in text, text
     assert repr(mine.q5_model) in text and re.search(rf"V\.q6_requests += {mine.q6_requests}\n", text), text

@@ -93,9 +93,13 @@ class Server:
             body = resp.read()
         return json.loads(body) if body else None
 
+    def sessions(self) -> list[dict]:
+        """The server's kernel sessions (its REST API's ``api/sessions``)."""
+        return self.api("api/sessions")
+
     def close_sessions(self) -> None:
         """Shut every kernel session down, so that the next notebook opens in a fresh kernel."""
-        for session in self.api("api/sessions"):
+        for session in self.sessions():
             self.api(f"api/sessions/{session['id']}", method="DELETE")
 
 

@@ -40,7 +40,7 @@ def wait_kernel_ready(page, server, path: str, timeout: float = WAIT_S) -> None:
     """
     deadline, sessions = time.monotonic() + timeout, []
     while time.monotonic() < deadline:
-        sessions = server.api("api/sessions")
+        sessions = server.sessions()
         if any(s["path"] == path and (s.get("kernel") or {}).get("connections", 0) >= 1
                and s["kernel"].get("execution_state") == "idle" for s in sessions):
             wait_idle(page, max(1.0, deadline - time.monotonic()))

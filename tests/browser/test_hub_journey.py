@@ -99,8 +99,12 @@ class HubUser:
         assert resp.ok, f"{method} {path} as {self.name}: {resp.status} {resp.text()[:500]}"
         return resp.json() if resp.text() else None
 
+    def sessions(self) -> list[dict]:
+        """This user's kernel sessions on their single-user server."""
+        return self.api("GET", "api/sessions")
+
     def close_sessions(self) -> None:
-        for session in self.api("GET", "api/sessions"):
+        for session in self.sessions():
             self.api("DELETE", f"api/sessions/{session['id']}")
 
     def shot(self, name: str) -> None:

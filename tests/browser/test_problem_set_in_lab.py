@@ -101,10 +101,12 @@ def test_the_set_up_cell_prints_practice_numbers_and_then_the_pasted_keys_own(la
     assert setup.locator(".jp-OutputArea-output").count(), "the set-up cell ran and showed nothing"
     assert shown.inner_text().startswith("PRACTICE numbers: no variant key was given"), shown.inner_text()
     cell = only(notebook.locator(".jp-CodeCell:has-text('VARIANT_KEY = \"\"')"), "the variant key's cell")
+    before = prompt(cell)
     cell.locator(".cm-content").click()
     page.keyboard.press("Control+A")
     page.keyboard.insert_text(f'VARIANT_KEY = "{key}"')
-    before = prompt(cell)
+    # a locator is found again on each use: the cell is now the one holding the pasted key
+    cell = only(notebook.locator(f".jp-CodeCell:has-text('VARIANT_KEY = \"{key}\"')"), "the variant key's cell, pasted")
     page.keyboard.press("Shift+Enter")
     wait_ran(page, cell, before)
     run_cell(page, setup)

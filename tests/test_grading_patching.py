@@ -126,15 +126,21 @@ def _grade(tmp_path_factory, name: str, students: dict) -> tuple[dict, dict, dic
     return scores, {s.student: s for s in statuses}, points
 
 
-@pytest.fixture(scope="module")
-def ps2(tmp_path_factory):
-    name = "ps2_math"
-    good = solutions_by_cell(json.loads((course_copy(tmp_path_factory.mktemp("src2") / "c", name) / course.SOURCE / name
+def _solutions_and_stubs(tmp_path_factory, name: str) -> tuple[dict, dict]:
+    """The set's reference answers by cell, and its released answer cells (the stubs) by grade id."""
+    good = solutions_by_cell(json.loads((course_copy(tmp_path_factory.mktemp("src") / "c", name) / course.SOURCE / name
                                          / f"{name}.ipynb").read_text(encoding="utf-8")))
-    release = json.loads((course_copy(tmp_path_factory.mktemp("rel2") / "c", name) / course.RELEASE / name
+    release = json.loads((course_copy(tmp_path_factory.mktemp("rel") / "c", name) / course.RELEASE / name
                           / f"{name}.ipynb").read_text(encoding="utf-8"))
     stub = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in release["cells"]
             if c["metadata"].get("nbgrader", {}).get("solution")}
+    return good, stub
+
+
+@pytest.fixture(scope="module")
+def ps2(tmp_path_factory):
+    name = "ps2_math"
+    good, stub = _solutions_and_stubs(tmp_path_factory, name)
     students = {"p_recorder": {"q1_answer": _attack(RECORDER, good) + stub["q1_answer"]},
                 "p_publisher": {"q1_answer": _attack(PUBLISHER, good) + stub["q1_answer"]},
                 "p_disarmed": {"q1_answer": _attack(RECORDER, good) + DISARM + stub["q1_answer"]},
@@ -146,12 +152,7 @@ def ps2(tmp_path_factory):
 @pytest.fixture(scope="module")
 def ps3(tmp_path_factory):
     name = "ps3_code"
-    good = solutions_by_cell(json.loads((course_copy(tmp_path_factory.mktemp("src3") / "c", name) / course.SOURCE / name
-                                         / f"{name}.ipynb").read_text(encoding="utf-8")))
-    release = json.loads((course_copy(tmp_path_factory.mktemp("rel3") / "c", name) / course.RELEASE / name
-                          / f"{name}.ipynb").read_text(encoding="utf-8"))
-    stub = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in release["cells"]
-            if c["metadata"].get("nbgrader", {}).get("solution")}
+    good, stub = _solutions_and_stubs(tmp_path_factory, name)
     students = {"p3_recorder": {"q1_answer": _attack(RECORDER, good) + stub["q1_answer"]},
                 "p3_isolated": {"q5_answer": good["q5_answer"], "bonus_answer": EMPTY_KERNEL + ISOLATED},
                 "p3_disarmed": {"q5_answer": good["q5_answer"],

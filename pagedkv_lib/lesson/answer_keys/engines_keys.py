@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ... import accounting as acc
 from ...blocks.block_hash import wrong_hit_probability
-from ...accounting import GiB
 from ...sim import preemption_cost as pc
 from ...sim.cpu_tier import replay_with_cpu_tier
 from .. import engines_today as E
@@ -64,7 +63,7 @@ def _hybrid_ratio(live) -> float:
 def _hybrid_reveal(live) -> list:
     model, T, rows = need(live, "q-hybrid-bytes", "model", "T", "rows")
     spec, gpu = acc.get_model(model), rows[0]
-    return [HYBRID.format(model=model, T=T, gpu_gib=gpu["gpu_bytes"] / GiB, utilization=gpu["utilization"],
+    return [HYBRID.format(model=model, T=T, gpu_gib=gpu["gpu_bytes"] / acc.GiB, utilization=gpu["utilization"],
                           block_size=gpu["block_size"], L_full=spec.num_full_layers, L_sw=spec.num_sliding_layers,
                           W=spec.sliding_window, mean_kib=acc.mean_bytes_per_token(model, T) / 1024,
                           c_kib=acc.bytes_per_token(model) / 1024, ratio=_hybrid_ratio(live),

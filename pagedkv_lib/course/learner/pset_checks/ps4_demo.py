@@ -83,7 +83,6 @@ def q7_tests(t, V) -> tuple[Any, str, float]:
     return t.checks, winner.strip().lower(), margin
 
 
-
 def q7_outcome(swap_s: float, recompute_s: float) -> tuple[str, float]:
     """``(winner, margin)`` from two totals in seconds: the cheaper policy (a tie goes to recompute, which
     needs no host memory) and the dearer total over the cheaper."""

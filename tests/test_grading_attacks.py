@@ -203,6 +203,10 @@ def kv_bytes_per_token(num_layers, num_kv_heads, head_dim, bytes_per_scalar):
     return 0
 """
 # A record nested 900 lists deep: converting it (nbformat recurses) would overflow the grader's stack.
+ROUTE_Q6 = """import importlib
+_acc = importlib.import_module("pagedkv_lib." + "acc" + "ounting")   # a name the answer-cell scan cannot read
+expected_slack_slots = V.q6_requests * getattr(_acc, "expected_slack_" + "per_request")(V.q6_block_size)
+"""
 DEEP = ("from IPython.display import display\nx = []\nfor _ in range(900):\n    x = [x]\n"
         "display({'application/vnd.pagedkv.result+json': {'grade_id': 'q2_tests', 'entries': x}, 'text/plain': 'deep'},"
         " raw=True)\n" + WRONG["q1_answer"])
@@ -220,6 +224,7 @@ ATTACKERS = {  # student: (answers over WRONG, words that must be in their statu
     "a_channels": ({"q1_answer": CHANNELS}, []),
     "a_oblique": ({"q1_answer": OBLIQUE}, ["reaches outside", "the sandbox denied", "gradebook.db (ENOENT)"]),
     "a_deep": ({"q1_answer": DEEP}, ["malformed output"]),
+    "a_route": ({"q6_answer": ROUTE_Q6}, []),   # the library route the evidence test found: stubbed in ps2
     "a_patched": ({"q1_answer": PATCHED}, ["forged record", "patched at run time", "testcell.Recorder.__init__"]),
     # nbgrader itself stops on a locked cell without a grade id (KeyError), so the notebook scores 0 as a
     # grader error; the judge's own rule (never run such a cell) is tested in test_course_guards.

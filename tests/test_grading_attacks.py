@@ -224,7 +224,8 @@ ATTACKERS = {  # student: (answers over WRONG, words that must be in their statu
     "a_channels": ({"q1_answer": CHANNELS}, []),
     "a_oblique": ({"q1_answer": OBLIQUE}, ["reaches outside", "the sandbox denied", "gradebook.db (ENOENT)"]),
     "a_deep": ({"q1_answer": DEEP}, ["malformed output"]),
-    "a_route": ({"q6_answer": ROUTE_Q6}, []),   # the library route the evidence test found: stubbed in ps2
+    # the library route the evidence test found: stubbed in ps2, and the stub's call is seen by the tracer
+    "a_route": ({"q6_answer": ROUTE_Q6}, ["library implementation", "pagedkv_lib.accounting:expected_slack_per_request"]),
     "a_patched": ({"q1_answer": PATCHED}, ["forged record", "patched at run time", "testcell.Recorder.__init__"]),
     # nbgrader itself stops on a locked cell without a grade id (KeyError), so the notebook scores 0 as a
     # grader error; the judge's own rule (never run such a cell) is tested in test_course_guards.

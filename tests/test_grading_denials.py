@@ -72,22 +72,29 @@ def test_the_tracer_logs_a_real_failed_open(tmp_path):
     assert found == [f"openat {target} (ENOENT)"]
 
 
-def test_the_log_filter_keeps_failed_calls_and_library_opens_only_and_stops_at_its_cap(tmp_path):
-    """strace's output passes ``LOG_FILTER``: a successful open elsewhere is dropped, one in the library copy
-    is kept (resolved by ``-y``), and past the cap one line says the log was cut (the filter reads on)."""
+def test_the_log_filter_copies_lines_until_its_cap_then_says_the_log_was_cut(tmp_path):
+    """strace's output passes ``LOG_FILTER``: lines are copied as they come, and past the cap one line says
+    the log was cut (the filter reads on, so strace never blocks)."""
     import sys
 
-    from pagedkv_lib.course.instructor.grading.sandbox_denials import LOG_FILTER, TRUNCATED, opened_modules
-    lib = HIDDEN
-    kept_open = f'9 openat(AT_FDCWD</x>, "/x/link.py", O_RDONLY|O_CLOEXEC) = 3<{lib}/pagedkv_lib/ledger.py>'
-    cached = f'9 openat(AT_FDCWD</x>, "a", O_RDONLY) = 4<{lib}/pagedkv_lib/blocks/__pycache__/manager.cpython-311.pyc>'
-    elsewhere = '9 openat(AT_FDCWD</x>, "/usr/lib/x.py", O_RDONLY) = 3</usr/lib/x.py>'
+    from pagedkv_lib.course.instructor.grading.sandbox_denials import LOG_FILTER, TRUNCATED
     failed = HONEST[0]
     log, cap = tmp_path / "trace.log", 4000
-    lines = [elsewhere, kept_open, cached, failed] + [failed] * 100_000
-    subprocess.run([sys.executable, "-I", "-S", "-c", LOG_FILTER, str(lib), str(log), str(cap)],
-                   input="\n".join(lines) + "\n", text=True, check=True)
+    subprocess.run([sys.executable, "-I", "-S", "-c", LOG_FILTER, str(log), str(cap)],
+                   input="\n".join([failed] * 100_000) + "\n", text=True, check=True)
     text = log.read_text(encoding="utf-8")
-    assert elsewhere not in text and kept_open in text and cached in text
+    assert text.startswith(failed + "\n")
     assert len(text.encode()) <= cap + len(TRUNCATED) + 1 and text.rstrip("\n").endswith(TRUNCATED)
-    assert opened_modules(log, lib) == {"pagedkv_lib.ledger", "pagedkv_lib.blocks.manager"}
+
+
+def test_hidden_calls_reads_the_stubs_marks_and_nothing_else(tmp_path):
+    from pagedkv_lib.course.instructor.grading.sandbox_denials import HIDDEN_CALL_MARK, hidden_calls
+    log = tmp_path / "trace.log"
+    log.write_text("\n".join([
+        f'7 openat(AT_FDCWD, "{HIDDEN_CALL_MARK}pagedkv_lib.accounting:tail_slack", O_RDONLY|O_CLOEXEC) = -1 ENOENT (No such file)',
+        f'7 openat(AT_FDCWD, "/srv{HIDDEN_CALL_MARK}pagedkv_lib.accounting:bytes_per_token", O_RDONLY) = -1 ENOENT (No such file)',
+        f'8 open("{HIDDEN_CALL_MARK}pagedkv_lib.blocks.manager:BlockManager", O_RDONLY) = -1 ENOENT (No such file)',
+        f'7 openat(AT_FDCWD, "{HIDDEN_CALL_MARK}pagedkv_lib.accounting:tail_slack", O_RDONLY|O_CLOEXEC) = -1 ENOENT (No such file)',
+    ]) + "\n")
+    assert hidden_calls(log) == ["pagedkv_lib.accounting:tail_slack", "pagedkv_lib.blocks.manager:BlockManager"]
+    assert hidden_calls(tmp_path / "missing.log") == []

@@ -146,4 +146,4 @@ class EventKind:
     TAMPERED, CELLS_MISSING, HUGE_OUTPUT, EXITED = "tampered", "cells_missing", "huge_output", "exited"
     FORGED, DENIED, MEMORY, MALFORMED_OUTPUT = "forged", "denied", "memory", "malformed_output"
     DISK, BUDGET = "disk", "budget"
-    LIBRARY_OPENED = "library_opened"  # a module holding a graded function, opened at run time
+    HIDDEN_CALLED = "hidden_called"  # a graded function the sandbox hides, called (however it was imported)

@@ -15,7 +15,8 @@ processes and file size (``prlimit``), and on all its processes' memory together
 ``memory_cgroup.py``, where the machine lets the grader make one); the limits are ``KernelLimits``
 settings (``grading_limits.py``). It runs under a uid of its own (:data:`KERNEL_UIDS`) in the
 group of the system user :data:`USER` (created on first use when the grader is root). ``strace``
-watches it from outside and reports what the sandbox denied it (``sandbox_denials.py``).
+watches it from outside and reports what the sandbox denied it and which hidden function it called
+(``sandbox_denials.py``).
 
 Where bubblewrap is missing, :func:`check_available` raises with what to install; ``autograde`` then
 refuses to run untrusted submissions unless told ``--trust-submissions``.
@@ -26,7 +27,6 @@ import ast
 import functools
 import os
 import pwd
-import re
 import secrets
 import shutil
 import subprocess
@@ -40,11 +40,10 @@ from traitlets import Float, Unicode
 from ....errors import PagedKVError
 from ...learner.variants import KEY_FILE_ENV
 from ...protocol import EventKind
-from ..course_layout import SOURCE
 from .grading_job import GradingJob
 from .grading_limits import KernelLimits
 from .memory_cgroup import join_prefix, memory_group
-from .sandbox_denials import MAX_SHOWN, denied, opened_modules, tracer
+from .sandbox_denials import HIDDEN_CALL_MARK, MAX_SHOWN, denied, hidden_calls, tracer
 
 USER = "pkv-grader"  # the unprivileged system user whose group student kernels run in
 LIBRARY = Path(__file__).resolve().parents[3]  # this library's package folder, pagedkv_lib/
@@ -84,12 +83,18 @@ def grader_ids() -> tuple[int, int]:
 
 
 def _stub(kind: str, name: str, where: str) -> list[str]:
+    """The lines that stand for a graded definition in the sandbox's library copy. Called (the class:
+    made), it first tries to open ``HIDDEN_CALL_MARK + "module:name"``, a path that exists nowhere: the
+    tracer outside the sandbox logs that failed open, which is how the grader learns of a call however
+    the function was reached (:func:`~.sandbox_denials.hidden_calls`). Then it raises."""
     message = f"{where}.{name} is hidden while this problem set is graded: the question asks you to write it"
+    mark = f"{HIDDEN_CALL_MARK}{where}:{name}"
+    body = ["    try:", f"        open({mark!r})", "    except OSError:", "        pass",
+            f"    raise NotImplementedError({message!r})"]
     if kind == "class":
         return [f"class {name}:", "    __pagedkv_hidden__ = True", "", "    def __init__(self, *args, **kwargs):",
-                f"        raise NotImplementedError({message!r})"]
-    return [f"def {name}(*args, **kwargs):", f"    raise NotImplementedError({message!r})", "",
-            f"{name}.__pagedkv_hidden__ = True"]
+                *("    " + line for line in body)]
+    return [f"def {name}(*args, **kwargs):", *body, "", f"{name}.__pagedkv_hidden__ = True"]
 
 
 def hide_definitions(path: Path, names: list[str], module: str) -> None:
@@ -130,79 +135,6 @@ def hidden_library(dest: Path, graded: list[str]) -> Path:
         for f in files:
             os.chmod(Path(folder) / f, 0o644)
     return dest
-
-
-_MODULE_NAME = re.compile(r"\bpagedkv_lib(?:\.\w+)+")
-
-
-def _imports(source: str, module: str, is_package: bool) -> set[str]:
-    """The ``pagedkv_lib`` modules ``source`` (of ``module``) may import: its import statements, relative
-    ones resolved, and every string naming one (``importlib.import_module("pagedkv_lib.x")`` in library code)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    found = set(_MODULE_NAME.findall(source))
-    package = module.split(".") if is_package else module.split(".")[:-1]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = (package[:len(package) - node.level + 1] if node.level else []) + (node.module or "").split(".")
-            base = [b for b in base if b]
-            found.add(".".join(base))
-            found.update(".".join(base + [a.name]) for a in node.names)  # a submodule imported by name
-    return {f for f in found if f == "pagedkv_lib" or f.startswith("pagedkv_lib.")}
-
-
-def needed_modules(library: Path, notebook: Path) -> frozenset[str]:
-    """The library modules a set's own cells need (its setup, test and solution cells, read from the
-    instructor's ``notebook``), with everything they import in the library copy ``library``: what an
-    honest kernel of the set may open. Read statically, so it errs towards more."""
-    return _needed_modules(Path(library), Path(notebook), Path(notebook).stat().st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=16)
-def _needed_modules(library: Path, notebook: Path, _mtime: int) -> frozenset[str]:
-    import json
-    cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
-    source = "\n".join("".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code")
-    todo = _imports("\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))),
-                    "__main__", False)
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        folder = library.joinpath(*name.split("."))
-        for path, is_package in ((folder / "__init__.py", True), (folder.parent / f"{folder.name}.py", False)):
-            if path.is_file():
-                seen.add(name)
-                parts = name.split(".")
-                todo.update(".".join(parts[:i]) for i in range(1, len(parts)))  # its packages' __init__ run first
-                todo.update(_imports(path.read_text(encoding="utf-8"), name, is_package) - seen)
-                break
-    return frozenset(seen)
-
-
-def graded_modules(library: Path) -> set[str]:
-    """The modules of the library copy ``library`` that hold a graded function (a stub, :func:`_stub`)."""
-    root = Path(library)
-    found = set()
-    for path in (root / "pagedkv_lib").rglob("*.py"):
-        if "__pagedkv_hidden__ = True" in path.read_text(encoding="utf-8"):
-            parts = path.relative_to(root).with_suffix("").parts
-            found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return found
-
-
-def library_opened(trace: Path, library: Path, notebook: Path | None) -> list[str]:
-    """The modules holding a graded function that the kernel whose ``trace`` this is opened in its library
-    copy although no cell of its set (``notebook``, the instructor's) needs them: a computed import."""
-    if notebook is None or not Path(notebook).is_file():
-        return []
-    watched = graded_modules(library) - needed_modules(library, notebook)
-    return sorted(opened_modules(trace, Path(library)) & watched)
 
 
 @functools.lru_cache(maxsize=1)
@@ -385,7 +317,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self._launches += 1
         self.trace = self.scratch.parent / f"{self.scratch.name}.trace{self._launches}"  # outside the sandbox
         return await super()._async_launch_kernel(
-            join_prefix(self.memory) + tracer(self.trace, Path(self.library))
+            join_prefix(self.memory) + tracer(self.trace)
             + bwrap_argv(self.scratch, Path(self.library), self._uid, self._gid, env, self.limits) + list(kernel_cmd), **kw)
 
     def _key_file(self, home: Path) -> Path:
@@ -404,12 +336,9 @@ class SandboxKernelManager(AsyncKernelManager):
                       library=LIBRARY,
                       read_only=read_only(Path(self.library).resolve())) if self.trace else []
 
-    def library_opened(self) -> list[str]:
-        """Graded modules this kernel opened that its set's cells do not need (see :func:`library_opened`)."""
-        if self.trace is None or self.job is None or not self.library:
-            return []
-        notebook = Path(self.job.root) / SOURCE / self.job.assignment / f"{self.job.assignment}.ipynb"
-        return library_opened(self.trace, Path(self.library), notebook)
+    def hidden_called(self) -> list[str]:
+        """The hidden graded definitions (``module:name``) this kernel called (see :func:`~.sandbox_denials.hidden_calls`)."""
+        return hidden_calls(self.trace) if self.trace else []
 
     async def cleanup_resources(self, restart: bool = False) -> None:
         """What nbclient calls after a shutdown (``AsyncKernelManager`` binds it to the base class's code)."""
@@ -420,9 +349,9 @@ class SandboxKernelManager(AsyncKernelManager):
         found = self.denied()
         if found:
             self._record(EventKind.DENIED, calls=found[:MAX_SHOWN], more=max(0, len(found) - MAX_SHOWN))
-        opened = self.library_opened()
-        if opened:
-            self._record(EventKind.LIBRARY_OPENED, modules=opened)
+        called = self.hidden_called()
+        if called:
+            self._record(EventKind.HIDDEN_CALLED, functions=called)
         killed = self.memory.limit_kills() if self.memory is not None else 0
         if killed > self._limit_kills:  # new since the last cleanup (the group outlives a restart)
             self._record(EventKind.MEMORY, limit=self.limits.memory_bytes, killed=killed - self._limit_kills)

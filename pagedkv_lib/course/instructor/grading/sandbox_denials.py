@@ -19,13 +19,16 @@ is skipped. The tracer costs 0.45-0.7 s per kernel (``benchmarks/sandbox_kernel.
 Without ``strace``, or where it may not trace (a container that forbids ptrace), kernels run untraced
 and nothing is flagged this way.
 
-The tracer also keeps the kernel's successful opens of files in the sandbox's library copy (and only
-those: every path is printed as the opened file resolves, ``strace -y``, so neither a symlink nor a
-relative path hides one). :func:`opened_modules` reads them back: a module of the copy that holds a
-graded function and that no cell of the set needs, opened at run time (a computed import), is flagged
-by the sandbox (``kernel_sandbox.library_opened``). strace's output reaches the log through a filter
-that keeps only these lines and stops writing at :data:`MAX_LOG_BYTES` (a kernel making millions of
-failed calls costs the grader's disk that much at most); the log says where it was cut.
+The same log tells which hidden graded function a kernel called. In the sandbox's library copy each
+function a set asks the learner to write is a stub (``kernel_sandbox._stub``) that, when called, first
+tries to open a path that exists nowhere, :data:`HIDDEN_CALL_MARK` followed by ``module:name``; that
+failed open is in the log, and :func:`hidden_calls` reads it back. So a call is seen however the stub was
+reached, a computed import (``importlib.import_module("pagedkv_lib." + "acc" + "ounting")``) included,
+which reading the notebook's source cannot see; the grader flags it ``library implementation``. The
+kernel can make such a line appear (by opening the path itself), which only flags itself, but cannot
+remove one. strace's output reaches the log through a filter that stops writing at :data:`MAX_LOG_BYTES`
+(a kernel making millions of failed calls costs the grader's disk that much at most); the log says where
+it was cut.
 """
 from __future__ import annotations
 
@@ -52,20 +55,19 @@ MAX_SHOWN = 5  # denied calls named in a status; the count says how many more
 MAX_LOG_BYTES = 4 << 20
 """Most bytes one kernel's trace log may take on the grader's disk; lines past it are dropped (bytes)."""
 TRUNCATED = "+++ pagedkv: the log stops here, at its size limit +++"
-_OPENED = re.compile(r"^\d+\s+(?:open|openat|openat2)\(.*\)\s+=\s+\d+<(?P<path>.*)>$")
-#: The filter between strace and the log (run by the grader's Python, isolated and without site): keeps
-#: the failed calls and the successful opens whose resolved path lies in the library copy ``argv[1]``,
-#: writes them to ``argv[2]`` up to ``argv[3]`` bytes, then reads on without writing (strace never blocks).
+#: Where a hidden graded function's stub reaches when called: ``HIDDEN_CALL_MARK + "pagedkv_lib.x:name"``
+#: (a path no sandbox has, so the open fails and the tracer logs it).
+HIDDEN_CALL_MARK = "/pagedkv-hidden-call/"
+_HIDDEN_CALL = re.compile(r'^\d+\s+(?:open|openat|openat2)\((?:AT_FDCWD, )?"' + re.escape(HIDDEN_CALL_MARK)
+                          + r'(?P<function>pagedkv_lib(?:\.\w+)+:\w+)"')
+#: The filter between strace and the log (run by the grader's Python, isolated and without site): copies
+#: strace's lines to ``argv[1]`` up to ``argv[2]`` bytes, then reads on without writing (strace never blocks).
 LOG_FILTER = """
 import sys
-library, log, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
-mark, written = "<" + library.rstrip("/") + "/", 0
+log, cap = sys.argv[1], int(sys.argv[2])
+written = 0
 with open(log, "wb") as out:
     for raw in sys.stdin.buffer:
-        if b" = -1 E" not in raw:
-            head, sep, tail = raw.rpartition(b" = ")
-            if not (sep and library and mark.encode() in tail and tail[:1].isdigit()):
-                continue
         if written < 0:
             continue
         if written + len(raw) > cap:
@@ -78,18 +80,18 @@ with open(log, "wb") as out:
 """.replace("TRUNCATED", repr(TRUNCATED))
 
 
-def tracer(log: Path, library: Path | None = None, max_bytes: int = MAX_LOG_BYTES) -> list[str]:
-    """The command prefix that traces a kernel's failed file calls, and its opens of files in the
-    ``library`` copy, into ``log`` (at most ``max_bytes``); empty without strace.
+def tracer(log: Path, max_bytes: int = MAX_LOG_BYTES) -> list[str]:
+    """The command prefix that traces a kernel's failed file calls into ``log`` (at most ``max_bytes``);
+    empty without strace.
 
     strace dies with the process that started it (``setpriv --pdeathsig``): a grading worker killed for
     overrunning its budget takes the tracer with it, and the sandbox dies with the tracer."""
     found = _working_strace()
     if found is None:
         return []
-    keep = shlex.join([sys.executable, "-I", "-S", "-c", LOG_FILTER, str(library or ""), str(log), str(max_bytes)])
-    return ["setpriv", "--pdeathsig", "KILL", "--", found, "-f", "-qq", "--seccomp-bpf", "-y", "-e",
-            f"trace={CALLS}", "-o", f"|{keep}"]
+    keep = shlex.join([sys.executable, "-I", "-S", "-c", LOG_FILTER, str(log), str(max_bytes)])
+    return ["setpriv", "--pdeathsig", "KILL", "--", found, "-f", "-qq", "--seccomp-bpf", "-e",
+            f"trace={CALLS}", "-e", "status=failed", "-o", f"|{keep}"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -104,24 +106,14 @@ def _working_strace() -> str | None:
     return found if probe.returncode == 0 else None
 
 
-def opened_modules(log: Path, library: Path) -> set[str]:
-    """The modules (``pagedkv_lib.x.y``) whose files in the library copy ``library`` the kernel opened."""
+def hidden_calls(log: Path) -> list[str]:
+    """The hidden graded definitions (``"pagedkv_lib.x:name"``) the kernel whose trace ``log`` this is
+    called, in the order first called (see the module docstring)."""
     try:
         lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        return set()
-    found = set()
-    for line in lines:
-        m = _OPENED.match(line)
-        if m is None:
-            continue
-        path = Path(m["path"])
-        if path.parent.name == "__pycache__" and path.suffix == ".pyc":  # a bytecode cache stands for its source
-            path = path.parent.parent / (path.name.split(".")[0] + ".py")
-        if path.suffix == ".py" and _under(path, library):
-            parts = path.relative_to(library).with_suffix("").parts
-            found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return found
+        return []
+    return list(dict.fromkeys(m["function"] for m in map(_HIDDEN_CALL.match, lines) if m is not None))
 
 
 def _is_write(call: str, args: str) -> bool:

@@ -32,7 +32,7 @@ LOG_DIR = "grading-logs"  # <assignment>/<student>.log: each worker's nbgrader l
 _LABELS = {E.TIMEOUT: "timed out", E.STUCK: "timed out", E.KERNEL_DIED: "kernel died", E.TAMPERED: "tampered",
            E.CELLS_MISSING: "cells missing", E.HUGE_OUTPUT: "huge output", E.EXITED: "sys.exit",
            E.FORGED: "forged record", E.DENIED: "reaches outside", E.MEMORY: "memory limit",
-           E.MALFORMED_OUTPUT: "malformed output", E.DISK: "disk limit", E.LIBRARY_OPENED: "library implementation"}
+           E.MALFORMED_OUTPUT: "malformed output", E.DISK: "disk limit", E.HIDDEN_CALLED: "library implementation"}
 _NOTES = {E.RESTARTED}  # events that are details only, not problems
 
 
@@ -47,9 +47,9 @@ def _describe(event: dict) -> str:
     if event["kind"] == E.DISK:
         return (f"the kernel filled its {event['limit'] / 2**20:g} MiB of writable space (home and /tmp); "
                 "writes past it failed inside the sandbox")
-    if event["kind"] == E.LIBRARY_OPENED:
-        return (f"the kernel imported {', '.join(event['modules'])} at run time, which holds a function this set "
-                "asks you to write and which none of its cells needs")
+    if event["kind"] == E.HIDDEN_CALLED:
+        return (f"the kernel called {', '.join(event['functions'])}, which this set asks you to write: the grader "
+                "hides the library's own, so the call raised")
     if event["kind"] == E.DENIED:
         more = f" and {event['more']} more" if event.get("more") else ""
         return f"the sandbox denied {'; '.join(event['calls'])}{more}"

@@ -8,8 +8,10 @@ in ps3, by replacing ``checks.isolated`` so that the bonus hands in the learner'
 Triton kernel's. Each is found by ``learner/run_time_patches.py``: the test scores 0 and the student is
 flagged ``forged record``, naming what was patched.
 
-The control attacker (``*_disarmed``) also rebinds the check itself. It gets the points: the attacks are
-real, and this is the limit the README states (it records only code the learner wrote, in the notebook).
+The control attacker (``*_disarmed``) also rebinds the check itself. In ps2 it gets the points: the attacks
+are real, and this is the limit the README states (it records only code the learner wrote, in the notebook).
+In ps3 its record passes the bonus too, but the grader also runs the kernel alone (``kernel_alone.py``),
+which does not pass: no bonus, and ``forged record``.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from classroom import course_copy, solutions_by_cell
 from pagedkv_lib import course
 from pagedkv_lib.course.instructor.intake.notebook_cleaning import normalise
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class"),
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class"),
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")]
 
 # The right code, run from a string into a namespace of its own; its answers stand in for the notebook's.
@@ -189,12 +191,16 @@ def test_ps3_an_attack_through_the_recorder_scores_0_and_is_flagged(ps3):
     assert "forged record" in statuses["p3_recorder"].problems and "testcell.Recorder.__init__" in text, text
 
 
-def test_ps3_the_bonus_through_a_patched_isolated_scores_0_and_is_flagged(ps3):
+def test_ps3_the_bonus_through_a_patched_isolated_scores_0_and_is_flagged_even_with_the_check_disarmed(ps3):
     scores, statuses, points = ps3
     assert scores["p3_empty_kernel"] == points["q5_tests"], scores  # fair: Q5 right, the kernel does nothing
     assert statuses["p3_empty_kernel"].label == "ok", statuses["p3_empty_kernel"]
     assert scores["p3_isolated"] == points["q5_tests"], scores  # Q5 is theirs; the bonus is not
     text = _flagged(statuses["p3_isolated"])
     assert "forged record" in statuses["p3_isolated"].problems and "checks.isolated" in text and "bonus_tests" in text, text
-    # with the check rebound too, the Q5 output passes as the kernel's: the attack is real (the README's limit)
-    assert scores["p3_disarmed"] == points["q5_tests"] + points["bonus_tests"], scores
+    # with the check rebound too, the notebook's record passes the Q5 output as the kernel's (the attack is
+    # real: the flag says the record passed), but the kernel run alone (kernel_alone.py) gives NaN: no bonus
+    assert scores["p3_disarmed"] == points["q5_tests"], scores
+    text = _flagged(statuses["p3_disarmed"])
+    assert "forged record" in statuses["p3_disarmed"].problems, text
+    assert "bonus_tests: passed on the notebook's record, but not with its kernel run alone" in text, text

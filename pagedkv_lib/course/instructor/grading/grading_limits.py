@@ -36,6 +36,9 @@ class NotebookLimits(Configurable):
     budget_seconds = Float(600.0, help="Most wall-clock seconds of a grading worker one notebook may use, "
                            "restarts and replays included; past it the worker is stopped, the notebook's "
                            "grades are 0 and its status says 'time budget'.").tag(config=True)
+    alone_seconds = Float(300.0, help="Most wall-clock seconds the kernel a set runs alone may take (ps3's bonus: "
+                          "its @triton.jit functions in a fresh sandbox, kernel_alone.py); past it that test "
+                          "scores 0 with the reason.").tag(config=True)
 
 
 class WorkerLimits(Configurable):

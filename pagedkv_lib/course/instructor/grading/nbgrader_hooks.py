@@ -21,9 +21,10 @@ from traitlets import Bool, Integer
 from ...protocol import PASS_MIME, RECORD_MAX_BYTES, RECORD_MIME, EventKind
 from ..intake.notebook_cleaning import cell_grade_id, is_test, tidy_source
 from .grading_job import GradingJob
-from .grading_limits import NotebookLimits
+from .grading_limits import KernelLimits, NotebookLimits
 from .judge import error_output, judge_notebook, kernel_source, records_in, trusted_from_gradebook
 from .judged_records import save_records
+from .kernel_alone import judge_alone
 from .kernel_sandbox import SandboxKernelManager
 
 
@@ -247,7 +248,8 @@ class CapOutput(Preprocessor):
 
 
 class JudgeTests(Preprocessor):
-    """Score every test cell from its record of results, here in the grader's process (``judge.py``).
+    """Score every test cell from its record of results, here in the grader's process (``judge.py``); a
+    set's kernel that must run alone (``kernel_alone.py``) scores only if it is right there too.
 
     Each test cell's outputs become what the learner's code printed, the judge's one-line message if
     the test failed (an error output, so nbgrader's SaveAutoGrades scores it 0) and a line saying how
@@ -262,6 +264,8 @@ class JudgeTests(Preprocessor):
         info, job = resources["nbgrader"], GradingJob.for_resources(resources)
         trusted = trusted_from_gradebook(info["db_url"], info["notebook"], info["assignment"])
         verdicts, elsewhere = judge_notebook(nb.cells, trusted, job.variant_key)
+        judge_alone(verdicts, nb.cells, info["assignment"], job, KernelLimits(config=self.config),
+                    NotebookLimits(config=self.config).alone_seconds)
         kept = {}  # each test's own record and verdict, for copy detection across the class
         for cell in nb.cells:
             gid = cell_grade_id(cell) if cell.cell_type == "code" else None

@@ -343,13 +343,42 @@ def _kernel_variant(reference: Callable, batch: PagedBatch, slips: frozenset) ->
     return reference(q, *batch.args()[1:], **scale).float()[:, perm]
 
 
+def launch_paged_decode(kernel, batch: PagedBatch) -> torch.Tensor:
+    """The bonus's ``kernel`` run on ``batch``: one program per (request, KV head), float32, on the GPU, or
+    on the CPU under ``TRITON_INTERPRET=1``. The output starts as NaN, so a head no program writes stays NaN."""
+    import os
+    device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+    q, k, v = (x.float().contiguous().to(device) for x in (batch.q, batch.k_cache, batch.v_cache))
+    tables, lens = (x.to(torch.int32).contiguous().to(device) for x in (batch.block_tables, batch.seq_lens))
+    num_requests, H_q, D = q.shape
+    H_kv = k.shape[2]
+    out = torch.full_like(q, float("nan"))
+    kernel[(num_requests, H_kv)](q, k, v, out, tables, lens, 1 / math.sqrt(D), tables.shape[1],
+                                 H_KV=H_kv, GROUP=H_q // H_kv, S=k.shape[1], D=D)
+    return out.cpu()
+
+
+#: The bonus as the grader also runs it alone, outside the learner's notebook (``instructor/grading/kernel_alone.py``):
+#: its test cell, its answer cell, the kernel's name, and the function that launches it (in this module).
+RUN_ALONE = {"test": "bonus_tests", "answer": "bonus_answer", "kernel": "paged_decode_kernel", "launch": "launch_paged_decode"}
+
+
+def run_alone_batches(seed: int) -> list[PagedBatch]:
+    """Batches shaped as the bonus's hidden ones (block sizes 4, 1 and 16; one to eight query heads per KV
+    head; lengths at the block boundaries), drawn from ``seed``: the grader's own, never the notebook's."""
+    from ....attention.batch import boundary_lengths
+    shapes = [dict(block_size=4, num_kv_heads=2, group=1), dict(block_size=1, num_kv_heads=2, group=4),
+              dict(block_size=16, num_kv_heads=1, group=8)]
+    return [random_paged_batch(boundary_lengths(s["block_size"]), head_dim=16, seed=seed + i, **s)
+            for i, s in enumerate(shapes)]
+
+
 def bonus_tests(t, namespace: dict) -> tuple[Callable, Callable]:
     """The bonus's worked examples; returns ``(random_paged_batch, kernel_check)`` for the hidden batches.
 
     ``namespace`` is the notebook's (``globals()`` in the test cell), where your kernel is defined.
     """
     import importlib.util
-    import os
 
     checks = t.checks
     checks.require(t.run("triton is installed", lambda: importlib.util.find_spec("triton") is not None), "Bonus skipped: "
@@ -362,17 +391,9 @@ def bonus_tests(t, namespace: dict) -> tuple[Callable, Callable]:
     checks.require(t.run("paged_decode_kernel is a Triton kernel",
                          lambda: isinstance(namespace["paged_decode_kernel"], (JITFunction, InterpretedFunction))),
                    "paged_decode_kernel should be a Triton kernel: keep the @triton.jit line above its def.")
-    device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 
     def launch(batch):
-        q, k, v = (x.float().contiguous().to(device) for x in (batch.q, batch.k_cache, batch.v_cache))
-        tables, lens = (x.to(torch.int32).contiguous().to(device) for x in (batch.block_tables, batch.seq_lens))
-        num_requests, H_q, D = q.shape
-        H_kv = k.shape[2]
-        out = torch.full_like(q, float("nan"))  # a head no program writes stays NaN
-        checks.yours_in(namespace, "paged_decode_kernel")[(num_requests, H_kv)](
-            q, k, v, out, tables, lens, 1 / math.sqrt(D), tables.shape[1], H_KV=H_kv, GROUP=H_q // H_kv, S=k.shape[1], D=D)
-        return out.cpu()
+        return launch_paged_decode(checks.yours_in(namespace, "paged_decode_kernel"), batch)
 
     def kernel_check(what, batch):
         # in a child process: a kernel that writes outside its tensor kills the child, not your notebook

@@ -9,7 +9,7 @@ ROOT_OK := $(if $(filter 0,$(shell id -u)),--allow-root)
 # nbgrader runs `alembic` as a subprocess, so the venv's bin must be on PATH.
 RUN    := PATH="$(BIN):$$PATH"
 
-.PHONY: setup lab instructor hub hub-stop test test-colab test-fast exercises keys collect autograde feedback export report clean-grading colab release collect-lessons
+.PHONY: setup lab instructor hub hub-stop test test-long test-colab test-fast exercises keys collect autograde feedback export report clean-grading colab release collect-lessons
 
 # Which torch (README, "On your own machine"): auto reuses a torch >= 2.4 that $(PYTHON) already has
 # (conda, Colab), else the index's; TORCH=cpu takes PyTorch's CPU-only wheels; TORCH=reuse, TORCH=pypi.
@@ -73,8 +73,14 @@ hub: $(STAMP) $(HUB_PROXY) release  ## JupyterHub for a class on this server, as
 hub-stop:  ## stop the hub started by make hub (by its pid): it stops every user's server and the proxy
 	kill -TERM $$(cat "$(HUB_STATE)/jupyterhub.pid")
 
-test: $(STAMP) $(if $(shell command -v npm 2>/dev/null),$(HUB_PROXY))  ## the whole suite: library, properties, notebooks, nbgrader pipeline
-	$(RUN) python -m pytest -n 2 --dist loadgroup
+test: $(STAMP)  ## the suite a newcomer runs (about 10 minutes): library, properties, notebooks, grading, browser
+	$(RUN) python -m pytest -n 2 --dist loadgroup -m "not long"
+
+# The long tests (pytest's `long` marker, about 20 minutes more): class-scale grading (fifty learners per set, a
+# hostile class), every catalogued slip on the learners' keys, the run-time patch attacks, the stub evidence probe,
+# axe-core over every page, and the hub journey. CI runs them after `make test`; run them before changing grading.
+test-long: $(STAMP) $(if $(shell command -v npm 2>/dev/null),$(HUB_PROXY))  ## the long tests: class-scale grading, attacks, the hub, axe (CI runs them)
+	$(RUN) python -m pytest -n 2 --dist loadgroup -m long
 
 # Colab's widget stack: a separate venv with ipywidgets 7.7.1 and notebook 6.5.7 (Colab ships both); the widget
 # and lab tests, the Colab setup cell, and every lesson with its gates committed from Python, all under 7.7.1;

@@ -29,7 +29,7 @@ from conftest import REPO
 from pagedkv_lib import course
 from pagedkv_lib.course.instructor.intake.notebook_cleaning import normalise
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class"),
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class"),
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")]
 
 NAME = "ps2_math"

@@ -16,7 +16,7 @@ from conftest import REPO
 from pagedkv_lib import course
 from pagedkv_lib.course.instructor.intake.collect_notebooks import release_notebooks
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class")]  # beside the pipeline test
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.xdist_group("nbgrader-class")]  # beside the pipeline test
 
 CELL_TIMEOUT_S = 10  # per-cell limit for this test; a healthy cell of ps2_math takes well under 1 s
 NAME = "ps2_math"

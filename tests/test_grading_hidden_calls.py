@@ -71,6 +71,7 @@ def test_without_the_mark_in_the_stub_the_same_call_goes_unseen(tmp_path, monkey
     assert hidden_calls(log) == []
 
 
+@pytest.mark.long
 @needs_tools
 def test_millions_of_failed_opens_cannot_grow_the_log_past_its_cap(tmp_path):
     os.chmod(tmp_path, 0o755)

@@ -97,6 +97,7 @@ def test_prepare_gives_each_hostile_file_its_status_and_leaves_the_honest_one_as
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("nbgrader-class")
+@pytest.mark.long
 def test_a_class_with_the_three_hostile_files_is_graded_and_everyone_gets_a_row(tmp_path):
     root = course_copy(tmp_path / "course", NAME)
     honest, release = _honest(), _release()

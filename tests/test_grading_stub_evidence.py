@@ -69,6 +69,7 @@ def _owner(ident: str) -> str:
     return f"{module}:{name.split('.')[0]}"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("assignment", SETS)
 def test_no_library_callable_returns_a_graded_answer(assignment, tmp_path):
     meta = _metadata(assignment)

@@ -53,6 +53,7 @@ def test_only_a_well_formed_answer_with_the_jobs_own_id_ends_a_job():
     assert [_answer(line, "a1") for line in forged] == [None] * len(forged)
 
 
+@pytest.mark.long
 def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself(tmp_path):
     root = _course(tmp_path, NAME)
     _slow_student(root)
@@ -103,6 +104,7 @@ def test_one_worker_grades_several_notebooks_and_a_runaway_job_takes_only_itself
             worker.close()
 
 
+@pytest.mark.long
 def test_a_worker_is_replaced_after_its_quota_of_jobs(tmp_path, monkeypatch):
     root = _course(tmp_path, NAME)
     cached_releases(root, [NAME])

@@ -38,8 +38,12 @@ VALUE_SETS = [name for name in SETS if name != "ps3_code"]
 KEYS = ["", learner_key(b"a test course secret", "ada"), learner_key(b"a test course secret", "bob")]
 KEY_IDS = ["practice", "ada", "bob"]
 # ps3's variants differ only in their hidden inputs, and a run of it takes seconds: two keys are enough.
-SET_KEYS = [pytest.param(n, k, id=f"{n}-{i}", marks=p.marks) for p in FULL_MARKS for n in p.values
-            for k, i in zip(KEYS, KEY_IDS) if not (n == "ps3_code" and i == "bob")]
+# `make test` runs each set on its practice numbers; the learners' keys are `make test-long` (CI runs both).
+SET_KEYS = [pytest.param(n, k, id=f"{n}-{i}", marks=[*p.marks, *([pytest.mark.long] if k else [])])
+            for p in FULL_MARKS for n in p.values for k, i in zip(KEYS, KEY_IDS) if not (n == "ps3_code" and i == "bob")]
+# ps3's slips take two minutes on one key (each reruns its question's cells): all of them are `make test-long`.
+MUTATION_KEYS = [pytest.param(*p.values, id=p.id, marks=[*p.marks, *([pytest.mark.long] if p.values[0] == "ps3_code" else [])])
+                 for p in SET_KEYS]
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +73,7 @@ def test_correct_answers_in_every_style_keep_full_marks(kernel, name, key):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, key", SET_KEYS)
+@pytest.mark.parametrize("name, key", MUTATION_KEYS)
 def test_every_mutation_loses_its_points_and_each_message_is_one_line(kernel, name, key):
     cells = _cells(name)
     good = solutions(cells)

@@ -54,6 +54,7 @@ def _scalars(values) -> set:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=[pytest.mark.xdist_group(f"variants-{n}")]
                  + ([pytest.mark.skipif(NO_TRITON is not None, reason=str(NO_TRITON))] if n == "ps3_code" else []))
@@ -89,6 +90,7 @@ def _accepts(name: str, want, got) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(f"variants-share-{n}")) for n in VALUE_SETS])
 def test_in_a_class_of_200_no_answer_serves_more_than_5_percent_and_no_two_share_them_all(name):
     answers = [{n: v for n, v in reference_values(_cells(name), key).items()

@@ -19,7 +19,7 @@ from . import axe_check
 from .jlab import open_notebook, run_all, wait_idle
 from .pages import expect, gate_boxes
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.long, pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
 PSETS = sorted(str(p.relative_to(REPO)) for p in (REPO / "exercises").glob("*/*.ipynb"))
 

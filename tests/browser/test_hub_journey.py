@@ -33,7 +33,7 @@ from .jlab import accept_dialog, menu, open_notebook, run_all
 from .pages import expect
 from .test_problem_set_in_lab import validate
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("hub")]
+pytestmark = [pytest.mark.long, pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("hub")]
 
 INSTRUCTOR, LEARNER1, LEARNER2 = "pkv-hub-instructor", "pkv-hub-learner1", "pkv-hub-learner2"
 ASSIGNMENT = "ps2_math"
@@ -223,7 +223,7 @@ def hub():
         why = "the hub test creates system users: it runs as root with useradd"
         pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
     if not (REPO / "hub" / "node_modules" / ".bin" / "configurable-http-proxy").exists():
-        why = "no hub/node_modules: run `make hub` or `make test` once (npm ci installs configurable-http-proxy)"
+        why = "no hub/node_modules: run `make hub` or `make test-long` once (npm ci installs configurable-http-proxy)"
         pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
     lock = open(Path(tempfile.gettempdir()) / "pkv-hub-test.lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX)   # the users' names are fixed: one hub test at a time on a machine

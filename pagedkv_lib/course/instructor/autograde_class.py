@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ...errors import PagedKVError
 from ..protocol import JOBS_DIR
-from .course_layout import (COLLECT_LOG, DEFAULT_TIMEOUT_S, SOURCE, STATUS_CSV, SUBMITTED, assignments,
+from .course_layout import (COLLECT_LOG, DEFAULT_TIMEOUT_S, GRADES_CSV, SOURCE, STATUS_CSV, SUBMITTED, assignments,
                             cached_releases, course_config, db_url)
 from .grading import memory_cgroup
 from .grading.grading_job import GradingJob
@@ -50,7 +50,7 @@ def _collect_log(root: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-def autograde(course_dir=".", grades_csv: str = "grades.csv", timeout_s: int = DEFAULT_TIMEOUT_S,
+def autograde(course_dir=".", grades_csv: str = GRADES_CSV, timeout_s: int = DEFAULT_TIMEOUT_S,
               workers: int | None = None, progress: bool = True, trust_submissions: bool = False) -> list[Status]:
     """Grade every submission in ``submitted/``; write ``grades_csv`` and ``status.csv``; return the statuses.
 

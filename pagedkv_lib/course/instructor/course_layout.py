@@ -19,6 +19,8 @@ from traitlets.config.loader import PyFileConfigLoader
 from ...errors import PagedKVError
 
 SOURCE, RELEASE, SUBMITTED = "solutions", "exercises", "submitted"
+AUTOGRADED, FEEDBACK = "autograded", "feedback"  # nbgrader's graded copies, and the feedback pages made from them
+GRADES_CSV = "grades.csv"  # the gradebook's scores, one row per student and assignment, with each status
 COLLECT_LOG = "collect.json"  # what collect placed, and what it could not read
 STATUS_CSV = "status.csv"  # one row per student and assignment: ok, or each problem found
 CACHE_DIR = "grading-cache"  # generated releases, and the hash of the sources they came from

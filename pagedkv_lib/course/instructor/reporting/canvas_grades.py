@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ....errors import PagedKVError
+from ..course_layout import GRADES_CSV
 from ..intake.lms_canvas import ASSIGNMENT_ID, Roster, title_words
 from ..intake.variant_keys import student_id
 
@@ -120,7 +121,7 @@ def write_import(path, rows: list[list[str]]) -> Path:
     return path
 
 
-def export_canvas_grades(course_dir, roster: Roster, grades_csv: str = "grades.csv", to: str = "grades-canvas.csv") -> CanvasGrades:
+def export_canvas_grades(course_dir, roster: Roster, grades_csv: str = GRADES_CSV, to: str = "grades-canvas.csv") -> CanvasGrades:
     """Write ``<to>``: ``grades_csv`` (nbgrader's export, with status) as a Canvas gradebook import."""
     root = Path(course_dir)
     grades = list(csv.DictReader((root / grades_csv).open(encoding="utf-8")))

@@ -11,7 +11,7 @@ import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from ..course_layout import SOURCE, SUBMITTED
+from ..course_layout import AUTOGRADED, GRADES_CSV, SOURCE, SUBMITTED
 from ..intake.notebook_cleaning import cell_grade_id, is_test
 from .grades_export import read_statuses
 from .learner_feedback import question_titles
@@ -73,7 +73,7 @@ def _figures(out_dir: Path, scores: list[float], results: dict, titles: dict) ->
     return scores_alt, rates_alt
 
 
-def report(course_dir=".", grades_csv: str = "grades.csv", out: str = "report", releases: dict | None = None,
+def report(course_dir=".", grades_csv: str = GRADES_CSV, out: str = "report", releases: dict | None = None,
            top: int = 3, names: bool = False) -> Path:
     """Write ``<out>/report.md`` and its two figures from ``grades_csv``, ``autograded/`` and ``status.csv``."""
     root = Path(course_dir)
@@ -81,7 +81,7 @@ def report(course_dir=".", grades_csv: str = "grades.csv", out: str = "report", 
     out_dir.mkdir(exist_ok=True)
     grades = list(csv.DictReader((root / grades_csv).open(encoding="utf-8")))
     scores = [float(r["raw_score"]) for r in grades]
-    results = question_results(root / "autograded")
+    results = question_results(root / AUTOGRADED)
     titles = {gid: t for rel in (releases or {}).values() for gid, t in question_titles(rel).items()}
     scores_alt, rates_alt = _figures(out_dir, scores, results, titles)
     lines = ["# Class report", "", f"{len(grades)} grade rows; median score "

@@ -6,11 +6,11 @@ import csv
 import sys
 from pathlib import Path
 
-from ..course_layout import STATUS_CSV, nbgrader
+from ..course_layout import GRADES_CSV, STATUS_CSV, nbgrader
 from ..submission_status import Status
 
 
-def export_grades(course_dir=".", to: str = "grades.csv") -> Path:
+def export_grades(course_dir=".", to: str = GRADES_CSV) -> Path:
     """nbgrader's CSV export of the gradebook, with a ``status`` column from ``status.csv`` where known."""
     root = Path(course_dir)
     nbgrader("export", f"--to={to}", course_dir=root)

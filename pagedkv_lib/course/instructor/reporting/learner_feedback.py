@@ -15,7 +15,7 @@ from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
 from ...protocol import PASS_MIME
-from ..course_layout import cached_releases, nbgrader
+from ..course_layout import AUTOGRADED, FEEDBACK, SUBMITTED, cached_releases, nbgrader
 from ..intake.collect_notebooks import release_notebooks
 
 _WRAP_CSS = ("<style>pre, .output_text pre, .output_error pre { white-space: pre-wrap; "
@@ -131,7 +131,7 @@ def numbers_note(submitted: dict, graded: dict) -> str | None:
 def _numbers_note_for(page: Path, course_dir: Path) -> str | None:
     """The note for the feedback page ``feedback/<student>/<assignment>/<notebook>.html``, from its notebooks."""
     student, assignment, name = page.parent.parent.name, page.parent.name, page.stem + ".ipynb"
-    copies = [Path(course_dir) / folder / student / assignment / name for folder in ("submitted", "autograded")]
+    copies = [Path(course_dir) / folder / student / assignment / name for folder in (SUBMITTED, AUTOGRADED)]
     try:
         submitted, graded = (json.loads(path.read_text(encoding="utf-8")) for path in copies)
     except (OSError, ValueError):  # no copy to compare (a page for a notebook the grader made): no note
@@ -157,7 +157,7 @@ def polish_all(feedback_dir: Path, releases: dict, course_dir: Path | None = Non
 def feedback(course_dir=".") -> list[Path]:
     """Write HTML feedback for every autograded submission into ``feedback/``; return the pages."""
     root = Path(course_dir)
-    names = sorted({p.parent.name for p in (root / "autograded").glob("*/*/*.ipynb")})
+    names = sorted({p.parent.name for p in (root / AUTOGRADED).glob("*/*/*.ipynb")})
     for name in names:
         nbgrader("generate_feedback", name, "--force", course_dir=root)
-    return polish_all(root / "feedback", release_notebooks(cached_releases(root, names)), root)
+    return polish_all(root / FEEDBACK, release_notebooks(cached_releases(root, names)), root)

@@ -14,6 +14,7 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from ..course_layout import AUTOGRADED
 from ..intake.notebook_cleaning import cell_grade_id, is_test
 from .prediction_records import ID, Prediction, declared_gates, read_predictions, shown
 
@@ -209,7 +210,7 @@ def prediction_section(course_dir, out_dir, releases: dict | None = None, names:
         return lines + ["No prediction was committed in the handed-in notebooks.", ""]
     fig_dir = Path(out_dir) / "predictions"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    scores = question_scores(root / "autograded") if (root / "autograded").is_dir() else {}
+    scores = question_scores(root / AUTOGRADED) if (root / AUTOGRADED).is_dir() else {}
     for (assignment, gate), group in by_gate.items():
         lines += _gate_section(gate, assignment, group, scores, fig_dir, names)
     return lines

@@ -28,7 +28,6 @@ import ast
 import importlib
 import os
 import random
-import secrets
 import shutil
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from types import ModuleType
 from ....errors import PagedKVError
 from .grading_job import GradingJob
 from .grading_limits import KernelLimits
-from .kernel_sandbox import KERNEL_UIDS, bwrap_argv, grader_ids, hidden_library, new_scratch, remove_scratch
+from .kernel_sandbox import bwrap_argv, hidden_library, kernel_ids, new_scratch, remove_scratch
 from .memory_cgroup import join_prefix, memory_group
 
 MODULES = ("triton", "triton.language", "math")  #: what the kept lines may import
@@ -111,10 +110,11 @@ def _check_kernel(fn: ast.FunctionDef, modules: set[str], known: set[str]) -> No
                                     and isinstance(ann.value, ast.Name) and ann.value.id in modules):
             raise NotAlone(f"{where}: a parameter's annotation may only be tl.constexpr ({a.arg})")
     local = params | {n.id for node in fn.body for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    allowed = local | modules | known | BUILTINS
     for node in (n for stmt in fn.body for n in ast.walk(stmt)):
         if isinstance(node, _FORBIDDEN):
             raise NotAlone(f"{where}: a kernel body may not hold a {type(node).__name__} (line {node.lineno})")
-        if isinstance(node, ast.Name) and (node.id.startswith("_") or node.id not in local | modules | known | BUILTINS):
+        if isinstance(node, ast.Name) and (node.id.startswith("_") or node.id not in allowed):
             raise NotAlone(f"{where}: line {node.lineno} uses {node.id!r}, which is none of its parameters, its "
                            "own names, triton, tl, math, a constant or another @triton.jit function of the cell")
         if isinstance(node, ast.Attribute):
@@ -172,10 +172,7 @@ def run_alone(source: str, spec: dict, module: str, batches: list, job: GradingJ
     graded unsandboxed, a plain subprocess); :class:`NotAlone` with the reason if it fails or runs past ``timeout_s``."""
     import torch
     sandboxed = job is None or job.sandbox
-    if sandboxed and os.geteuid() == 0:
-        gid, uid = grader_ids()[1], KERNEL_UIDS[secrets.randbelow(len(KERNEL_UIDS))]
-    else:
-        uid, gid = os.geteuid(), os.getegid()
+    uid, gid = kernel_ids() if sandboxed else (os.geteuid(), os.getegid())
     scratch = new_scratch(uid, gid, limits.disk_bytes) if sandboxed else Path(tempfile.mkdtemp(prefix="pkv-alone-"))
     memory = memory_group(limits.memory_bytes, scratch.name) if sandboxed else None
     home = scratch / "home" if sandboxed else scratch
@@ -222,13 +219,14 @@ def judge_alone(verdicts: dict, cells: list, assignment: str, job: GradingJob | 
     kernel does not give. ``cells`` are the submitted notebook's."""
     import torch
 
-    from ....attention.spec import paged_decode_reference
     from ..intake.notebook_cleaning import cell_text
     from .judge import Verdict
     found = spec_for(assignment)
     if found is None or not getattr(verdicts.get(found[1]["test"]), "passed", False):
         return
     module, spec = found
+    ref_module, _, ref_name = spec["reference"].partition(":")
+    reference = getattr(importlib.import_module(ref_module), ref_name)
     answers = [c for c in cells if c.get("cell_type") == "code"
                and c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == spec["answer"]]
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed
@@ -239,7 +237,7 @@ def judge_alone(verdicts: dict, cells: list, assignment: str, job: GradingJob | 
         batches = module.run_alone_batches(seed)
         outputs = run_alone(source, spec, module.__name__, batches, job, limits, timeout_s)
         for i, (batch, got) in enumerate(zip(batches, outputs)):
-            want = paged_decode_reference(*batch.args()).float()
+            want = reference(*batch.args()).float()
             if got.shape != want.shape or torch.isnan(got).any() or not torch.allclose(got, want, atol=1e-4, rtol=1e-4):
                 unwritten = " (some are NaN: never written)" if got.shape == want.shape and torch.isnan(got).any() else ""
                 raise NotAlone(f"your kernel, run alone on new batch {i + 1} of {len(batches)} (seed {seed}), "

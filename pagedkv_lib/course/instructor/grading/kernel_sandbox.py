@@ -82,6 +82,14 @@ def grader_ids() -> tuple[int, int]:
     return entry.pw_uid, entry.pw_gid
 
 
+def kernel_ids() -> tuple[int, int]:
+    """(uid, gid) for a new kernel: a random uid of :data:`KERNEL_UIDS` in :data:`USER`'s group when the
+    grader is root, else the grader's own (bwrap then sets up the sandbox in a user namespace)."""
+    if os.geteuid() == 0:
+        return KERNEL_UIDS[secrets.randbelow(len(KERNEL_UIDS))], grader_ids()[1]
+    return os.geteuid(), os.getegid()
+
+
 def _stub(kind: str, name: str, where: str) -> list[str]:
     """The lines that stand for a graded definition in the sandbox's library copy. Called (the class:
     made), it first tries to open ``HIDDEN_CALL_MARK + "module:name"``, a path that exists nowhere: the
@@ -264,11 +272,7 @@ class SandboxKernelManager(AsyncKernelManager):
         super().__init__(**kwargs)
         self.job: GradingJob | None = None
         self.limits = KernelLimits(config=self.config)
-        if os.geteuid() == 0:
-            self._gid = grader_ids()[1]
-            self._uid = KERNEL_UIDS[secrets.randbelow(len(KERNEL_UIDS))]
-        else:  # already unprivileged: bwrap sets up the sandbox in a user namespace
-            self._uid, self._gid = os.geteuid(), os.getegid()
+        self._uid, self._gid = kernel_ids()
         self.scratch = new_scratch(self._uid, self._gid, self.limits.disk_bytes)
         self.trace: Path | None = None  # the current kernel's strace log (``sandbox_denials.py``)
         # all its processes together (``memory_cgroup.py``), named as its scratch folder; None: none can be made here

@@ -359,8 +359,10 @@ def launch_paged_decode(kernel, batch: PagedBatch) -> torch.Tensor:
 
 
 #: The bonus as the grader also runs it alone, outside the learner's notebook (``instructor/grading/kernel_alone.py``):
-#: its test cell, its answer cell, the kernel's name, and the function that launches it (in this module).
-RUN_ALONE = {"test": "bonus_tests", "answer": "bonus_answer", "kernel": "paged_decode_kernel", "launch": "launch_paged_decode"}
+#: its test cell, its answer cell, the kernel's name, the function that launches it (in this module), and the
+#: library's reference the grader compares with (``module:name``; hidden inside the sandbox).
+RUN_ALONE = {"test": "bonus_tests", "answer": "bonus_answer", "kernel": "paged_decode_kernel", "launch": "launch_paged_decode",
+             "reference": "pagedkv_lib.attention.spec:paged_decode_reference"}
 
 
 def run_alone_batches(seed: int) -> list[PagedBatch]:

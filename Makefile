@@ -145,4 +145,4 @@ report: $(STAMP)  ## the class report: report/report.md (and .html): scores, pas
 	$(RUN) python -m pagedkv_lib.course report $(if $(NAMES),--names)
 
 clean-grading:  ## remove the instructor's grading outputs (gradebook, autograded/, feedback/, report/)
-	rm -rf autograded feedback report grading-logs grading-cache submitted-lessons gradebook.db grades.csv grades-canvas.csv status.csv collect.json
+	rm -rf autograded feedback report grading-logs grading-cache submitted-lessons gradebook.db grades.csv grades-canvas.csv status.csv results collect.json

@@ -142,7 +142,7 @@ def test_each_answer_cell_is_parsed_once_while_preparing(monkeypatch):
     import ast
     from pagedkv_lib.course.instructor.intake import prepare_submission
     from pagedkv_lib.course.instructor.intake.submission_bounds import SubmissionLimits
-    from pagedkv_lib.course.instructor.submission_status import Status
+    from pagedkv_lib.course.instructor.notebook_result import NotebookResult as Status
     nb = _release()
     nb["cells"][1]["source"] = "import sys\nframe = sys._getframe()\ncheck_value = None\n"
     nb["cells"].append(dict(nb["cells"][1], metadata={"nbgrader": {"solution": True, "grade_id": "q2_answer"}},

@@ -1,7 +1,7 @@
 """A grading run that fails through no doing of the student's is tried again; a student's own failure is not."""
 from pagedkv_lib.course.instructor.grading import worker_pool as grade
 from pagedkv_lib.course.instructor.grading.grading_limits import WorkerLimits
-from pagedkv_lib.course.instructor.submission_status import Status
+from pagedkv_lib.course.instructor.notebook_result import NotebookResult as Status
 
 
 def _fake_runs(monkeypatch, outcomes):

@@ -245,7 +245,7 @@ def _digest(root: Path, skip=()) -> dict:
 
 
 GRADER_OUTPUTS = ("autograded", "feedback", "grading-logs", "grading-cache", "gradebook.db", "grades.csv",
-                  "status.csv", "report", "collect.json")
+                  "status.csv", "results", "report", "collect.json")
 
 
 def _gradebook_sources(root: Path) -> dict:

@@ -80,6 +80,18 @@ def test_status_names_each_problem(graded):
     assert "check_value" in statuses["cheat_override"].details[0]
 
 
+def test_each_notebook_has_one_result_and_the_tables_are_its_views(graded):
+    from pagedkv_lib.course.instructor.notebook_result import read_results
+    root, _, _, statuses, _ = graded
+    results = {r.student: r for r in read_results(root) if r.assignment == NAME}
+    assert results == statuses  # what autograde returned is what it wrote, once per notebook
+    grades = {r["student_id"]: r for r in csv.DictReader((root / "grades.csv").open(encoding="utf-8"))}
+    status = {r["student_id"]: r for r in csv.DictReader((root / "status.csv").open(encoding="utf-8"))}
+    for student, result in results.items():
+        assert status[student]["status"] == result.label == grades[student]["status"]
+        assert sum(p["score"] for p in result.points.values()) == float(grades[student]["raw_score"])
+
+
 def test_outputs_hold_no_personal_data_no_hidden_tests_and_stay_small(graded):
     root = graded[0]
     solution = (REPO / course.SOURCE / NAME / f"{NAME}.ipynb").read_text(encoding="utf-8")

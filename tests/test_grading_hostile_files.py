@@ -22,7 +22,7 @@ from pagedkv_lib.course.instructor.intake.collect_notebooks import collect_noteb
 from pagedkv_lib.course.instructor.intake.prepare_submission import prepare
 from pagedkv_lib.course.instructor.intake.submission_bounds import (Malformed, SubmissionLimits, json_depth,
                                                                     parse_answer, parse_bounded, syntax_depth)
-from pagedkv_lib.course.instructor.submission_status import Status
+from pagedkv_lib.course.instructor.notebook_result import NotebookResult as Status
 
 NAME = "ps2_math"
 DEEP = 5_000

@@ -41,7 +41,8 @@ REGIONS = {"### BEGIN SOLUTION": "### END SOLUTION", "### BEGIN HIDDEN TESTS": "
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "GRADER ONLY")
 """nbgrader's region markers and the course's grader-only marker: none may appear in the release."""
 PRIVATE_NAMES = {"keys.csv", "course-secret.txt", "gradebook.db", "grades.csv", "status.csv", "collect.json"}
-PRIVATE_DIRS = {"solutions", "submitted", "autograded", "feedback", "source", "grading-cache", "grading-logs"}
+PRIVATE_DIRS = {"solutions", "submitted", "autograded", "feedback", "source", "grading-cache", "grading-logs",
+                "results"}
 MIN_LINE = 10
 """Solution lines shorter than this many characters (``return ids``) say nothing on their own."""
 EXTRAS = ("course", "fast", "triton")

@@ -8,7 +8,7 @@ Command line, from the repository root (``python -m pagedkv_lib.course --help`` 
 
     python -m pagedkv_lib.course generate          # solutions/ -> exercises/
     python -m pagedkv_lib.course collect DOWNLOADS # a folder or zip of notebooks -> submitted/ (cleaned)
-    python -m pagedkv_lib.course autograde         # submitted/ -> autograded/, grades.csv, status.csv
+    python -m pagedkv_lib.course autograde         # submitted/ -> autograded/, results/, grades.csv, status.csv
     python -m pagedkv_lib.course feedback          # autograded/ -> feedback/ (HTML for learners)
     python -m pagedkv_lib.course export            # gradebook -> grades.csv (with each status)
     python -m pagedkv_lib.course report            # report/report.md with its figures

@@ -87,7 +87,7 @@ def main(argv=None) -> int:
         elif args.command == "autograde":
             print_summary(autograde(args.course_dir, timeout_s=args.timeout, workers=args.workers,
                                     trust_submissions=args.trust_submissions))
-            print("grades written to grades.csv, statuses to status.csv")
+            print("results written to results/, grades to grades.csv, statuses to status.csv")
         elif args.command == "feedback":
             print(f"{len(feedback(args.course_dir))} feedback pages written to feedback/")
         elif args.command == "export":

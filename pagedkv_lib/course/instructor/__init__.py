@@ -14,7 +14,8 @@ One protocol (``course/protocol.py``) in three stages, each a subpackage, with a
   ``canvas_grades``, ``class_report`` and the class's predictions (``prediction_records``,
   ``prediction_report``).
 
-Below them: ``course_layout`` (folders, nbgrader, settings) and ``submission_status``. A later stage may
+Below them: ``notebook_result`` (the one result per graded notebook that every stage adds to, written once
+when the class is graded) over ``course_layout`` (folders, nbgrader, settings). A later stage may
 import an earlier one, never the reverse. Learner kernels never import this package: the sandbox's copy
 of the library leaves it out.
 """

@@ -1,9 +1,11 @@
 """``autograde`` for a whole class, in three stages: intake (prepare each submission), grading (a pool of
-sandboxed workers), reporting (copy detection, ``status.csv``, ``grades.csv``).
+sandboxed workers), reporting (copy detection, each notebook's result, ``status.csv``, ``grades.csv``).
 
-Outputs, beside ``submitted/``: ``gradebook.db`` (nbgrader's), ``autograded/``, ``grades.csv`` (nbgrader's
-export) and ``status.csv`` (one row per student and assignment: ok, or each problem found, with details).
-Whatever one submission holds or does, every stage turns it into that submission's status.
+Outputs, beside ``submitted/``: ``gradebook.db`` (nbgrader's), ``autograded/``, ``results/`` (one
+:class:`~.notebook_result.NotebookResult` per student and assignment, written once at the end: its status,
+each problem found with details, and its points), and two views of the results: ``status.csv`` and
+``grades.csv`` (nbgrader's export with each status beside the scores). Whatever one submission holds or
+does, every stage turns it into that submission's result.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from pathlib import Path
 
 from ...errors import PagedKVError
 from ..protocol import JOBS_DIR
-from .course_layout import (COLLECT_LOG, DEFAULT_TIMEOUT_S, GRADES_CSV, SOURCE, STATUS_CSV, SUBMITTED, assignments,
+from .course_layout import (COLLECT_LOG, DEFAULT_TIMEOUT_S, GRADES_CSV, SOURCE, SUBMITTED, assignments,
                             cached_releases, course_config, db_url)
 from .grading import memory_cgroup
 from .grading.grading_job import GradingJob
@@ -30,7 +32,7 @@ from .intake.submission_bounds import SubmissionLimits
 from .intake.variant_keys import keys_for
 from .reporting import copy_detection
 from .reporting.grades_export import export_grades, write_status
-from .submission_status import Status
+from .notebook_result import NotebookResult, add_points, write_results
 
 
 def graded_functions(root: Path, assignment: str) -> list[str]:
@@ -51,8 +53,10 @@ def _collect_log(root: Path) -> dict:
 
 
 def autograde(course_dir=".", grades_csv: str = GRADES_CSV, timeout_s: int = DEFAULT_TIMEOUT_S,
-              workers: int | None = None, progress: bool = True, trust_submissions: bool = False) -> list[Status]:
-    """Grade every submission in ``submitted/``; write ``grades_csv`` and ``status.csv``; return the statuses.
+              workers: int | None = None, progress: bool = True,
+              trust_submissions: bool = False) -> list[NotebookResult]:
+    """Grade every submission in ``submitted/``; write ``results/``, ``status.csv`` and ``grades_csv``;
+    return the results.
 
     ``timeout_s`` is the per-cell limit (seconds); ``workers`` the number of students graded at once
     (default: one per CPU core); the other limits are settings in ``nbgrader_config.py``
@@ -93,7 +97,9 @@ def autograde(course_dir=".", grades_csv: str = GRADES_CSV, timeout_s: int = DEF
             st.details.append("graded with --trust-submissions: the kernel ran outside the sandbox")
     result = _merge(root, statuses, graded, log, set(known))
     _flag_copies(root, result)
-    write_status(root / STATUS_CSV, result)
+    add_points(root, result)
+    write_results(root, result)
+    write_status(root)
     export_grades(root, grades_csv)
     return result
 
@@ -105,7 +111,7 @@ def _intake(subs: list, releases: dict, graded_by_set: dict, log: dict,
     Whatever goes wrong with one submission here, the grader's own errors included, is its status."""
     statuses, ready = {}, []
     for assignment, student, folder in subs:
-        st = statuses[(assignment, student)] = Status(student, assignment)
+        st = statuses[(assignment, student)] = NotebookResult(student, assignment)
         st.details += log.get("problems", {}).get(f"{student}/{assignment}", [])
         if assignment not in releases:
             st.problems.append("unreadable")
@@ -120,7 +126,7 @@ def _intake(subs: list, releases: dict, graded_by_set: dict, log: dict,
     return statuses, ready
 
 
-def _flag_copies(root: Path, result: list[Status]) -> None:
+def _flag_copies(root: Path, result: list[NotebookResult]) -> None:
     """Say in each status which failed answers are right for another learner's numbers (``copy_detection.py``)."""
     by_job = {(st.assignment, st.student): st for st in result}
     keys = keys_for(root, {st.student for st in result})
@@ -140,7 +146,8 @@ def _flag_copies(root: Path, result: list[Status]) -> None:
                 st.details.append(f"copy detection could not compare this notebook ({why})")
 
 
-def _merge(root: Path, statuses: dict, graded: list[Status], log: dict, known: set[str]) -> list[Status]:
+def _merge(root: Path, statuses: dict, graded: list[NotebookResult], log: dict,
+           known: set[str]) -> list[NotebookResult]:
     """One status per (assignment, student): what preparing found, what grading found, what collect could
     not take. Every known assignment's notebook that was not graded is given 0 in the gradebook, so it
     gets a grade row too."""
@@ -152,7 +159,7 @@ def _merge(root: Path, statuses: dict, graded: list[Status], log: dict, known: s
     for kind, problem in VERDICTS.items():  # what collect could not take
         for key, why in log.get(kind, {}).items():
             student, assignment = key.split("/", 1)
-            statuses.setdefault((assignment, student), Status(student, assignment, [problem], [why]))
+            statuses.setdefault((assignment, student), NotebookResult(student, assignment, [problem], [why]))
     ran = {(st.assignment, st.student) for st in graded}
     for (assignment, student), st in statuses.items():
         if (assignment, student) not in ran and assignment in known:

@@ -23,6 +23,7 @@ AUTOGRADED, FEEDBACK = "autograded", "feedback"  # nbgrader's graded copies, and
 GRADES_CSV = "grades.csv"  # the gradebook's scores, one row per student and assignment, with each status
 COLLECT_LOG = "collect.json"  # what collect placed, and what it could not read
 STATUS_CSV = "status.csv"  # one row per student and assignment: ok, or each problem found
+RESULTS_DIR = "results"  # <assignment>/<student>.json: each graded notebook's result (notebook_result.py)
 CACHE_DIR = "grading-cache"  # generated releases, and the hash of the sources they came from
 DB_WAIT_S = 120  # seconds a worker waits for sqlite's write lock before giving up
 DEFAULT_TIMEOUT_S = 30  # per-cell execution limit; a problem-set cell needs well under a second

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ...protocol import EventKind as E
 from ..course_layout import CACHE_DIR, db_url, nbgrader_env
-from ..submission_status import Status
+from ..notebook_result import NotebookResult
 from .grading_job import GradingJob
 from .grading_limits import WorkerLimits
 from .grading_worker import Worker, WorkerTimeout
@@ -58,14 +58,14 @@ def _describe(event: dict) -> str:
 
 
 def grade_one(worker: Worker, root: Path, assignment: str, student: str, budget_s: float,
-              job: GradingJob | None = None) -> Status:
+              job: GradingJob | None = None) -> NotebookResult:
     """Autograde one student's ``assignment`` in ``worker``; kill the worker (and its kernel) past ``budget_s``.
 
     ``job`` holds what nbgrader's hooks need for this notebook (sandboxed or not, the hidden library,
     the student's key); it is written to the job's folder before the worker is asked, and the events
     the hooks record there become the status. None: the defaults (``GradingJob.read``).
     """
-    status, start = Status(student, assignment), time.perf_counter()
+    status, start = NotebookResult(student, assignment), time.perf_counter()
     job = job or GradingJob.read(root, assignment, student)
     job.write()
     try:
@@ -93,7 +93,7 @@ def grade_one(worker: Worker, root: Path, assignment: str, student: str, budget_
 
 
 def grade_one_retrying(worker: Worker, root: Path, assignment: str, student: str, budget_s: float,
-                       job: GradingJob | None = None, retries: int = WorkerLimits().grader_retries) -> Status:
+                       job: GradingJob | None = None, retries: int = WorkerLimits().grader_retries) -> NotebookResult:
     """:func:`grade_one`, run again up to ``retries`` times while it reports only a grader error (e.g. a
     kernel that died before replying to ``kernel_info``: parallel kernels can race for the same ports)."""
     for attempt in range(retries + 1):
@@ -139,7 +139,7 @@ def longest_first(root: Path, jobs: list[tuple[str, str]]) -> list[tuple[str, st
     return sorted(jobs, key=lambda job: order[job[0]])
 
 
-def _remember_seconds(root: Path, done: list[Status]) -> None:
+def _remember_seconds(root: Path, done: list[NotebookResult]) -> None:
     times: dict[str, list[float]] = {}
     for st in done:
         times.setdefault(st.assignment, []).append(st.seconds)
@@ -155,7 +155,7 @@ def _remember_seconds(root: Path, done: list[Status]) -> None:
 
 
 def grade_all(root: Path, jobs: list[GradingJob], timeout_s: int, budget_s: float, workers: int,
-              progress: bool = True, limits: WorkerLimits | None = None) -> list[Status]:
+              progress: bool = True, limits: WorkerLimits | None = None) -> list[NotebookResult]:
     """Grade every job, ``workers`` at a time, with a progress bar over the class.
 
     ``timeout_s`` is nbgrader's per-cell limit, ``budget_s`` the most seconds of a worker one notebook
@@ -167,7 +167,7 @@ def grade_all(root: Path, jobs: list[GradingJob], timeout_s: int, budget_s: floa
     (root / LOG_DIR).mkdir(exist_ok=True)
     by_name = {(job.assignment, job.student): job for job in jobs}
 
-    def run(assignment: str, student: str) -> Status:
+    def run(assignment: str, student: str) -> NotebookResult:
         try:
             if not hasattr(mine, "worker"):  # one warm worker per thread of the pool
                 mine.worker = Worker(root, timeout_s, db_url(root), nbgrader_env(), log, limits.jobs_per_worker,
@@ -178,7 +178,8 @@ def grade_all(root: Path, jobs: list[GradingJob], timeout_s: int, budget_s: floa
         except Exception as err:  # the grader's own failure on this notebook: its status, never the class's
             if hasattr(mine, "worker"):
                 mine.worker.close()  # the next notebook gets a fresh worker process
-            return Status(student, assignment, ["grader error"], [f"{type(err).__name__}: {err}"[:300]], failed=True)
+            return NotebookResult(student, assignment, ["grader error"], [f"{type(err).__name__}: {err}"[:300]],
+                                  failed=True)
 
     with open(root / LOG_DIR / "workers.log", "ab") as log, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         try:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..submission_status import Status
+from ..notebook_result import NotebookResult
 from .answer_scan import grader_names_used, library_calls, reaches
 from .notebook_cleaning import cell_text, missing_note, normalise
 from .submission_bounds import Malformed, SubmissionLimits, Unreadable, parse_answer, read_bounded
 from .variant_keys import key_problem
 
 
-def prepare(folder: Path, assignment: str, release: dict, status: Status, graded: list[str] = (),
+def prepare(folder: Path, assignment: str, release: dict, status: NotebookResult, graded: list[str] = (),
             limits: SubmissionLimits | None = None) -> bool:
     """Clean one submission folder in place; False (and the reason in ``status``) if it cannot be graded."""
     limits = limits or SubmissionLimits()
@@ -52,7 +52,7 @@ def prepare(folder: Path, assignment: str, release: dict, status: Status, graded
     return True
 
 
-def _scan_answers(nb: dict, status: Status, graded: list[str], limits: SubmissionLimits) -> None:
+def _scan_answers(nb: dict, status: NotebookResult, graded: list[str], limits: SubmissionLimits) -> None:
     """Note each answer cell that uses the grader's names, reaches outside, or calls a graded library function.
 
     Each answer is parsed once (``parse_answer``) and its tree handed to the scans. An answer whose syntax

@@ -45,6 +45,11 @@ def question_results(autograded_dir: Path) -> dict:
     return dict(out)
 
 
+def _details(result) -> str:
+    """A result's details for one cell of a Markdown table: cut at 300 characters, no column breaks."""
+    return " | ".join(result.details)[:300].replace("|", "/")
+
+
 def _figures(out_dir: Path, scores: list[float], results: dict, titles: dict) -> tuple[str, str]:
     """``scores.png`` and ``pass_rates.png``; returns their text alternatives, which carry the same numbers."""
     import matplotlib
@@ -75,7 +80,8 @@ def _figures(out_dir: Path, scores: list[float], results: dict, titles: dict) ->
 
 def report(course_dir=".", grades_csv: str = GRADES_CSV, out: str = "report", releases: dict | None = None,
            top: int = 3, names: bool = False) -> Path:
-    """Write ``<out>/report.md`` and its two figures from ``grades_csv``, ``autograded/`` and ``status.csv``."""
+    """Write ``<out>/report.md`` and its two figures from ``grades_csv``, ``autograded/`` and the last run's
+    results (``notebook_result.py``)."""
     root = Path(course_dir)
     out_dir = root / out
     out_dir.mkdir(exist_ok=True)
@@ -101,14 +107,14 @@ def report(course_dir=".", grades_csv: str = GRADES_CSV, out: str = "report", re
     lines += ["| assignment | student | student | identical answers |", "|---|---|---|---|"] + [
         f"| {a} | {s1} | {s2} | {', '.join(shared)} |" for a, s1, s2, shared in pairs] if pairs else ["None."]
     statuses = read_statuses(root)
-    flagged = [(k, r) for k, r in sorted(statuses.items()) if any(w in r["status"] for w in FLAG_WORDS)]
+    flagged = [(k, r) for k, r in sorted(statuses.items()) if any(w in r.label for w in FLAG_WORDS)]
     lines += ["", "## Flags", "", "Attempts on the grader: each names what the student's answer cells reached for, "
               "forged or doubled records, and calls to the library's own implementation of a graded function.", ""]
     lines += ["| student | assignment | flags | details |", "|---|---|---|---|"] + [
-        f"| {s1} | {a} | {r['status']} | {r['details'][:300].replace('|', '/')} |" for (s1, a), r in flagged] if flagged else ["None."]
+        f"| {s1} | {a} | {r.label} | {_details(r)} |" for (s1, a), r in flagged] if flagged else ["None."]
     lines += ["", "## Status", "", "| student | assignment | status | details |", "|---|---|---|---|"]
-    for (student, assignment), row in sorted(statuses.items()):
-        lines.append(f"| {student} | {assignment} | {row['status']} | {row['details'][:300].replace('|', '/')} |")
+    for (student, assignment), result in sorted(statuses.items()):
+        lines.append(f"| {student} | {assignment} | {result.label} | {_details(result)} |")
     lines += ["", *prediction_section(root, out_dir, releases, names)]  # names: learners named only if asked
     (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     write_html(out_dir / "report.md")

@@ -119,6 +119,9 @@ def test_a_number_gate_is_right_within_its_tolerance():
     h = W.predict("q-num2", "Same, tighter", number="KiB", answer=800, tolerance=0.01)
     h.commit(750)
     assert h.outcome == "wrong"
+    ratio = W.predict("q-num4", "A share", number="%", answer=100 * 0.903476239458196, tolerance=0.1)
+    ratio.commit(85.5)
+    assert ratio.verdict() == "You predicted 85.5 %; it is 90.35 % (right)."
     bad = W.predict("q-num3", "A number", number="KiB", answer=1)
     bad.widget.input.value = "lots"
     bad.widget.button.click()
@@ -332,3 +335,10 @@ def test_a_commit_or_check_clicked_while_cells_ran_is_refused_visibly_and_change
     assert g.committed and view.message.value == "Committed." and g.saved["value"] == "about 800 KiB"
     p.widget._on_check()
     assert p.solved and len(p.tries) == 1
+
+
+@pytest.mark.parametrize("value, shown", [(800, "800"), (1_234_567, "1,234,567"), (5.333333, "5.333"),
+                                          (90.3476239458196, "90.35"), (12345.678, "12,346"), (0.04932, "0.04932"),
+                                          (8.6e-60, "8.600e-60"), (2.5e16, "2.500e+16"), (800.0, "800.0"), (0.0, "0.0")])
+def test_a_number_in_a_verdict_reads_to_four_significant_figures(value, shown):
+    assert W.readable(value) == shown

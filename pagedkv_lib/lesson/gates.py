@@ -15,6 +15,7 @@ commit with :func:`commit`; the same rule applies. Every commit, and every pract
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import os
 from typing import Sequence
@@ -170,7 +171,7 @@ class Gate(Shown):
     def _shown(self, value) -> str:
         if value is self.answer and self._tied:
             return " and ".join(map(str, value)) + ", tied"
-        return str(value) if self.units is None else f"{value:,} {self.units}".strip()
+        return str(value) if self.units is None else f"{readable(value)} {self.units}".strip()
 
     def _reveal(self) -> bool:
         """Put the verdict and the reveal into the gate's output; does nothing before a commit."""
@@ -219,6 +220,20 @@ class Gate(Shown):
             if self.saved is not None:
                 self.slot.data = saved.bundle(self.saved)
         return [self.slot]
+
+
+def readable(value) -> str:
+    """A number as a reader takes it in: thousands separated, a fraction to at most four significant figures
+    (``90.3476239458196`` reads ``90.35``, ``85.50`` reads ``85.5``; a very small or very large one ``8.604e-60``)."""
+    if not isinstance(value, float) or not math.isfinite(value) or value == 0:
+        return f"{value:,}"
+    if not 1e-3 <= abs(value) < 1e15:
+        return f"{value:.3e}"
+    if value.is_integer():
+        return f"{value:,}"
+    decimals = max(0, 3 - math.floor(math.log10(abs(value))))
+    shown = f"{value:,.{decimals}f}"
+    return shown.rstrip("0").rstrip(".") if "." in shown else shown
 
 
 def _close(value, answer, tolerance: float) -> bool:

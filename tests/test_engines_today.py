@@ -57,6 +57,16 @@ def test_the_preemption_gate_follows_the_crossover():
     assert pc.cheaper_preemption(cross, "OPT-13B", link_bytes_per_s=slow) == "swap"
 
 
+def test_the_preemption_reveal_says_which_is_cheaper_in_words_and_what_vllm_chose():
+    assert E.which_is_cheaper(0) == "swap is cheaper at every length"
+    assert E.which_is_cheaper(1 << 24) == "recompute is cheaper at every length up to 16,777,216 tokens"
+    assert E.which_is_cheaper(1234) == "recompute is cheaper below **1,234 tokens**, swap from there on"
+    reveal = GATE_KEYS["q-preempt"].reveal({"model": "Llama-3-8B", "link": pc.PCIE4_X16_BYTES_PER_S})
+    assert "for\nLlama-3-8B, swap is cheaper at every length:" in reveal[0] and "0 tokens" not in reveal[0]
+    assert "swap is cheaper at every length." in reveal[1]
+    assert reveal[2] == K.PREEMPT_VLLM and "recomputation by default" in reveal[2]
+
+
 def test_the_cpu_tier_gate_is_the_replays_hit_rate():
     chats = workloads.multi_turn_conversations(30, seed=1)
     live = {"trace": chats, "gpu_blocks": 600, "cpu_blocks": 2000}

@@ -81,11 +81,13 @@ def hybrid_rows(models, num_tokens: int, gpu_bytes: int, *, utilization: float =
 
 
 def hybrid_table(rows: list[dict]) -> str:
-    """:func:`hybrid_rows` as a markdown table (KiB per token, requests that fit)."""
+    """:func:`hybrid_rows` as a markdown table: KiB per token, the blocks one request holds and their size (a
+    hybrid model's block holds one group's layers, its twin's every layer), and requests that fit."""
     lines = [f"| {r['model']} | {r['c_tok'] / 1024:,.0f} | {r['mean_bytes'] / 1024:,.1f} | {r['blocks']:,} | "
-             f"{r['requests']:,} |" for r in rows]
-    return ("| model | C_tok (KiB) | KiB per token at this length | blocks per request | requests that fit |\n"
-            "|---|---|---|---|---|\n" + "\n".join(lines))
+             f"{r['page_bytes'] / 2**20:,.2f} | {r['blocks'] * r['page_bytes'] / acc.GiB:,.2f} | {r['requests']:,} |"
+             for r in rows]
+    return ("| model | C_tok (KiB) | KiB per token at this length | blocks per request | MiB per block | "
+            "GiB per request | requests that fit |\n|---|---|---|---|---|---|---|\n" + "\n".join(lines))
 
 
 # ------------------------------------------------------------------ lesson 04: three controls
@@ -102,11 +104,21 @@ def preemption_text(model: str, link_bytes_per_s: float) -> str:
     return preemption_table(model, link_bytes_per_s, pc.crossover_tokens(model, link_bytes_per_s=link_bytes_per_s))
 
 
+def which_is_cheaper(cross: int, max_tokens: int = 1 << 24) -> str:
+    """In words, what a crossover length ``cross`` (tokens, from ``preemption_cost.crossover_tokens`` searched
+    up to ``max_tokens``) says about swap and recompute."""
+    if cross == 0:
+        return "swap is cheaper at every length"
+    if cross >= max_tokens:
+        return f"recompute is cheaper at every length up to {max_tokens:,} tokens"
+    return f"recompute is cheaper below **{cross:,} tokens**, swap from there on"
+
+
 def preemption_table(model: str, link_bytes_per_s: float, cross: int) -> str:
     """:func:`preemption_text` for a crossover length ``cross`` (tokens) found already."""
     head = (f"**{model}**, link {link_bytes_per_s / 1e9:g} GB/s each way, prefill at "
-            f"{pc.DEFAULT_FLOPS_PER_S / 1e12:g} TFLOP/s: swap is cheaper from **{cross:,} tokens** on "
-            f"(0: at every length).\n\n| tokens | swap out and back (ms) | recompute (ms) | cheaper |\n|---|---|---|---|\n")
+            f"{pc.DEFAULT_FLOPS_PER_S / 1e12:g} TFLOP/s: {which_is_cheaper(cross)}."
+            f"\n\n| tokens | swap out and back (ms) | recompute (ms) | cheaper |\n|---|---|---|---|\n")
     return head + "\n".join(f"| {r['tokens']:,} | {1e3 * r['swap_s']:,.1f} | {1e3 * r['recompute_s']:,.1f} | "
                             f"{r['cheaper']} |" for r in preemption_rows(model, link_bytes_per_s))
 
@@ -225,6 +237,6 @@ def conversations(num_conversations: int = 100, seed: int = 0):
 
 
 __all__ = ["LINKS", "Control", "key_sizes", "wrong_hit_table", "crafted_wrong_hit", "hybrid_rows", "hybrid_table",
-           "preemption_rows", "preemption_text", "preemption_table", "chunking_runs", "chunking_text",
+           "preemption_rows", "preemption_text", "preemption_table", "which_is_cheaper", "chunking_runs", "chunking_text",
            "chunking_table", "cpu_tier_text", "cpu_tier_summary", "preemption_control",
            "chunking_control", "cpu_tier_control", "conversations"]

@@ -77,8 +77,16 @@ PREEMPT_CHOICES = ("swap, at every length", "recompute, at every length",
                    "recompute for short requests, swap for long ones",
                    "swap for short requests, recompute for long ones")
 PREEMPT = """Swapping moves C_tok bytes per token out and back; recomputing spends 2P FLOPs per token on the
-weights and, for attention, FLOPs that grow with the square of the length. Under these constants the
-crossover for {model} is {cross:,} tokens (0: swap wins from the first token):"""
+weights and, for attention, FLOPs that grow with the square of the length. Under these constants, for
+{model}, {cheaper}:"""
+PREEMPT_VLLM = """**What vLLM chose.** vLLM V1 preempts by recomputation by default, not by swapping; its
+documentation says recomputation has lower overhead in the V1 architecture (vLLM documentation, *Optimization and
+Tuning*, `docs/configuration/optimization.md`, read 2026-12-04). This cost model prices each preemption alone and
+leaves out what makes that so in a real engine: a preempted request's freed blocks stay in the prefix cache
+(lesson 03) until they are evicted, so its recompute can start with hits, and a swap needs pinned host memory
+and a link that other transfers share. Hugging Face transformers' continuous batching swaps to a pinned CPU
+buffer when it has room and falls back to a "soft reset" (recompute) when it has not (Transformers documentation,
+*Continuous batching architecture*, read 2026-12-04)."""
 PREEMPT_RECOMPUTE = ("Recompute needs no host memory, but its cost grows faster than the transfer's: a model with "
                      "few KV heads has few bytes per token to move, and a fast link moves them in less time "
                      "than the weights take to run.")
@@ -89,7 +97,8 @@ def _preempt(live) -> tuple[str, list]:
     model, link = need(live, "q-preempt", "model", "link")
     cross = pc.crossover_tokens(model, link_bytes_per_s=link)     # one bisection, for the answer and the reveal
     choice = PREEMPT_CHOICES[0 if cross == 0 else 1 if cross >= 1 << 24 else 2]
-    return choice, [PREEMPT.format(model=model, cross=cross), E.preemption_table(model, link, cross)]
+    return choice, [PREEMPT.format(model=model, cheaper=E.which_is_cheaper(cross)), E.preemption_table(model, link, cross),
+                    PREEMPT_VLLM]
 
 
 # ------------------------------------------------------------------ 04_demo: chunked prefill
@@ -146,7 +155,7 @@ GATES = {
                            mistakes={WRONG_HIT_CHOICES[0]: WRONG_HIT_ONE, WRONG_HIT_CHOICES[3]: WRONG_HIT_ALWAYS}),
     "q-hybrid-bytes": GateKey("q-hybrid-bytes", "02_math", _hybrid_ratio, _hybrid_reveal, units="x", tolerance=0.15,
                               texts=(HYBRID,), mistakes={1.0: HYBRID_ALL}),
-    "q-preempt": one_pass("q-preempt", "04_demo", _preempt, choices=PREEMPT_CHOICES, texts=(PREEMPT,),
+    "q-preempt": one_pass("q-preempt", "04_demo", _preempt, choices=PREEMPT_CHOICES, texts=(PREEMPT, PREEMPT_VLLM),
                           mistakes={PREEMPT_CHOICES[1]: PREEMPT_RECOMPUTE, PREEMPT_CHOICES[3]: PREEMPT_LONG}),
     "q-chunking": one_pass("q-chunking", "04_demo", _chunking, choices=CHUNKING_CHOICES, texts=(CHUNKING,),
                            mistakes={CHUNKING_CHOICES[0]: CHUNKING_ALL_SHORTER, CHUNKING_CHOICES[2]: CHUNKING_REVERSED}),

@@ -57,6 +57,20 @@ def test_the_preemption_gate_follows_the_crossover():
     assert pc.cheaper_preemption(cross, "OPT-13B", link_bytes_per_s=slow) == "swap"
 
 
+@pytest.mark.parametrize("bits, cached, lookups", [(16, 200, 200), (12, 20, 30), (16, 1000, 5)])
+def test_the_measured_wrong_hit_rate_of_a_short_key_agrees_with_the_formula(bits, cached, lookups):
+    run = E.measured_wrong_hits(bits, cached, lookups, trials=400, seed=bits + cached)
+    p = wrong_hit_probability(cached, bits, lookups)
+    assert run["formula"] == p and 0.05 < p < 0.95
+    assert abs(run["measured"] - p) < 4 * (p * (1 - p) / 400) ** 0.5
+
+
+def test_the_wrong_hit_reveal_shows_the_experiment_beside_the_formula():
+    reveal = GATE_KEYS["q-wrong-hit"].reveal({"cached_blocks": 10**6, "lookups": 10**12})
+    run = E.measured_wrong_hits()
+    assert f"**{run['measured']:.1%}** of the trials, where the formula says **{run['formula']:.1%}**" in reveal[-1]
+
+
 def test_the_preemption_reveal_says_which_is_cheaper_in_words_and_what_vllm_chose():
     assert E.which_is_cheaper(0) == "swap is cheaper at every length"
     assert E.which_is_cheaper(1 << 24) == "recompute is cheaper at every length up to 16,777,216 tokens"

@@ -1,13 +1,15 @@
 """The live side of each lesson's last part, "what today's engines do": figures as markdown tables, and controls.
 
 Lesson 03 sets vLLM v1's hash-chained block keys beside the exact prefix tree (:func:`key_sizes`,
-:func:`wrong_hit_table`, :func:`crafted_wrong_hit`); lesson 02 counts the KV cache of hybrid models
+:func:`wrong_hit_table`, :func:`measured_wrong_hits`, :func:`crafted_wrong_hit`); lesson 02 counts the KV cache of hybrid models
 (:func:`hybrid_rows`); lesson 04 gets one control each for swap against recompute, chunked prefill
 and a CPU tier (:func:`preemption_control`, :func:`chunking_control`, :func:`cpu_tier_control`).
 Every figure is computed here from the library, now; the controls are labelled ipywidgets boxes
 (present in ipywidgets 7.7 and 8), reachable with the Tab key, each re-running its model on change.
 """
 from __future__ import annotations
+
+import random
 
 from .. import accounting as acc
 from ..blocks.block_hash import (HASH_BITS, chain_hashes, find_collision, truncated_hash,
@@ -40,6 +42,27 @@ def wrong_hit_table(cache_blocks=(10**4, 10**6, 10**8), lookups: int = 10**12) -
             f"{wrong_hit_probability(n, HASH_BITS['sha256'], lookups):.3g} |" for n in cache_blocks]
     return (f"| cached blocks | wrong-hit chance, 64-bit key | wrong-hit chance, SHA-256 |\n|---|---|---|\n"
             + "\n".join(rows) + f"\n\n({lookups:,} lookups of blocks that are not cached.)")
+
+
+def measured_wrong_hits(bits: int = 16, cached_blocks: int = 200, lookups: int = 200, trials: int = 500,
+                        block_size: int = 4, seed: int = 0) -> dict:
+    """The wrong-hit formula put to a seeded experiment, with a key short enough to collide often.
+
+    Each of ``trials`` fills a cache with the ``bits``-bit keys (BLAKE2b, cut short) of ``cached_blocks``
+    random blocks of ``block_size`` token ids, then looks up ``lookups`` other random blocks; a trial
+    counts if any lookup meets a cached key. Returns the share of such trials (``measured``) beside
+    :func:`~..blocks.block_hash.wrong_hit_probability` for the same sizes (``formula``)."""
+    short, rng = truncated_hash("blake2b-64", bits), random.Random(seed)
+
+    def random_key():
+        return short(None, tuple(rng.randrange(1 << 62) for _ in range(block_size)), ())
+
+    wrong = 0
+    for _ in range(trials):
+        cached = {random_key() for _ in range(cached_blocks)}
+        wrong += any(random_key() in cached for _ in range(lookups))
+    return {"bits": bits, "cached_blocks": cached_blocks, "lookups": lookups, "trials": trials,
+            "measured": wrong / trials, "formula": wrong_hit_probability(cached_blocks, bits, lookups)}
 
 
 def crafted_wrong_hit(block_size: int = 4, bits: int = 16) -> dict:
@@ -236,7 +259,7 @@ def conversations(num_conversations: int = 100, seed: int = 0):
     return workloads.multi_turn_conversations(num_conversations, seed=seed)
 
 
-__all__ = ["LINKS", "Control", "key_sizes", "wrong_hit_table", "crafted_wrong_hit", "hybrid_rows", "hybrid_table",
+__all__ = ["LINKS", "Control", "key_sizes", "wrong_hit_table", "measured_wrong_hits", "crafted_wrong_hit", "hybrid_rows", "hybrid_table",
            "preemption_rows", "preemption_text", "preemption_table", "which_is_cheaper", "chunking_runs", "chunking_text",
            "chunking_table", "cpu_tier_text", "cpu_tier_summary", "preemption_control",
            "chunking_control", "cpu_tier_control", "conversations"]

@@ -253,7 +253,7 @@ PS4_STYLES = [
     ("q5_answer", "lab = run_lab('parallel sampling', block_size=V.q5_block_size, sharing=True, n=V.q5_samples)\n"
                   "lab_sharing_saved_bytes = int(lab.effects['prefix-sharing savings']) * bytes_per_token(V.q5_model, dtype=V.q5_dtype)\n"),
     ("q7_answer", "import numpy as np\nm = get_model(V.q7_model)\n"
-                  "T = np.array([len(p) for p in multi_turn_conversations(V.q7_conversations, turns=(8, 24), seed=V.q7_seed).prompts], dtype=float)\n"
+                  "T = np.array([len(p) for p in multi_turn_conversations(V.q7_conversations, turns=(8, 24), max_context=m.max_context, seed=V.q7_seed).prompts], dtype=float)\n"
                   "swap = (2 * T * bytes_per_token(V.q7_model) / getattr(preemption_cost, V.q7_link)).sum()\n"
                   "F = preemption_cost.H100_SXM_BF16_DENSE_FLOPS * V.q7_mfu\n"
                   "redo = ((2 * m.num_params * T + 2 * m.num_layers * m.num_query_heads * m.head_dim * T ** 2) / F).sum()\n"

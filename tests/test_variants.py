@@ -174,8 +174,12 @@ def test_ps4_numbers_are_valid_simulator_and_lab_arguments(key):
 
 def _q7_totals(v, link, flops):
     """ps4 Q7's totals over the learner's trace (seconds): swap over ``link``, recompute at ``flops``."""
+    from pagedkv_lib.accounting import get_model
     from pagedkv_lib.sim import multi_turn_conversations, preemption_cost as pc
-    lengths = [len(p) for p in multi_turn_conversations(v.q7_conversations, turns=(8, 24), seed=v.q7_seed).prompts]
+    context = get_model(v.q7_model).max_context
+    lengths = [len(p) for p in multi_turn_conversations(v.q7_conversations, turns=(8, 24), max_context=context,
+                                                           seed=v.q7_seed).prompts]
+    assert max(lengths) <= context, "every request fits the model's context window"
     return (sum(pc.swap_seconds(T, v.q7_model, link_bytes_per_s=link) for T in lengths),
             sum(pc.recompute_seconds(T, v.q7_model, flops_per_s=flops) for T in lengths), lengths)
 

@@ -90,6 +90,36 @@ def test_the_hidden_library_keeps_everything_else(tmp_path):
         sandbox.hidden_library(tmp_path / "again", ["pagedkv_lib.accounting:no_such_function"])
 
 
+#: ps3 Q7 answered by the library: its own ``block_hash.chain_keys`` does the chaining and the salt rule once it
+#: is handed the blocks (a composition the stub evidence probe does not try).
+CHAIN_ROUTE = """import pagedkv_lib.blocks.block_hash as h
+from pagedkv_lib.course.learner.pset_checks.ps3_code import toy_block_hash
+tokens, S = list(range(10)), 4
+print(h.__file__)
+try:
+    print(list(h.chain_keys(toy_block_hash, [tuple(tokens[i * S:(i + 1) * S]) for i in range(len(tokens) // S)],
+                            "tenant-a")))
+except NotImplementedError:
+    print("hidden")
+"""
+
+
+def test_ps3_hides_the_library_route_to_q7s_chained_keys(tmp_path):
+    """Without ``block_hash:chain_keys`` in ps3's graded functions the composed call hands in Q7's worked answer;
+    with it, the call raises in the grading library."""
+    graded = json.loads((REPO / "solutions/ps3_code/ps3_code.ipynb").read_text(encoding="utf-8"))["metadata"][
+        "pagedkv"]["graded_functions"]
+    assert "pagedkv_lib.blocks.block_hash:chain_keys" in graded
+    for hidden, want in ((graded, "hidden"), ([g for g in graded if not g.endswith(":chain_keys")],
+                                              "['2798786bd564b940', 'aa4be065b7f8fdbc']")):
+        library = sandbox.hidden_library(tmp_path / str(len(hidden)), hidden)
+        done = subprocess.run([sys.executable, "-c", CHAIN_ROUTE], cwd=tmp_path, capture_output=True, text=True,
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(library)})
+        assert done.returncode == 0, done.stderr
+        where, answer = done.stdout.split("\n")[:2]
+        assert where.startswith(str(library)) and answer == want
+
+
 def _course(tmp_path: Path, name="ps1_intuition") -> Path:
     root = course_copy(tmp_path / "course", name)
     release = json.loads((root / course.RELEASE / name / f"{name}.ipynb").read_text(encoding="utf-8"))

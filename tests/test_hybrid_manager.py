@@ -196,6 +196,25 @@ def test_the_shared_free_queue_checks_catch_a_broken_pool(corrupt, says):
         bm.check_invariants()
 
 
+def test_ps2_q9s_worked_example_is_what_the_library_and_the_manager_count():
+    """The numbers ps2 Q9's text gives (gpt-oss-20b, T = 4,100, S = 8, 6 GiB), from the accounting and from a
+    real manager, and the slip it names (bytes per token from B(T), no whole blocks) off by one."""
+    import json
+    from pathlib import Path
+    cells = json.loads((Path(__file__).parents[1] / "solutions/ps2_math/ps2_math.ipynb").read_text())["cells"]
+    text = next("".join(c["source"]) for c in cells if "".join(c["source"]).startswith("## Q9"))
+    assert "holds 530 blocks (513 in the full-attention group, 17 in the sliding-window group), and 61" in text
+    assert "instead gives 62" in text
+    name, T, S, kv = "gpt-oss-20b", 4100, 8, 6 * acc.GiB
+    assert acc.hybrid_blocks_per_request(name, T, S) == 530
+    cap = acc.hybrid_kv_capacity(name, kv, T, weight_bytes=0, utilization=1.0, block_size=S)
+    assert cap.requests == 61 and kv // acc.hybrid_kv_bytes(acc.get_model(name), T) == 62
+    spec = acc.get_model(name)
+    bm = HybridBlockManager(kv // cap.page_bytes, S, windows=[None, spec.sliding_window])
+    bm.add_request("r", list(range(T)))
+    assert [sum(b is not None for b in t) for t in bm.block_tables("r")] == [513, 17]  # None: freed
+
+
 def test_gemma_3_preset_groups_and_blocks():
     spec = acc.get_model("Gemma-3-27B")
     assert (spec.num_layers, spec.num_sliding_layers, spec.num_full_layers, spec.sliding_window) == (62, 52, 10, 1024)

@@ -80,14 +80,14 @@ PREEMPT_CHOICES = ("swap, at every length", "recompute, at every length",
                    "recompute for short requests, swap for long ones",
                    "swap for short requests, recompute for long ones")
 PREEMPT = """Swapping moves C_tok bytes per token out and back; recomputing spends 2P FLOPs per token on the
-weights and, for attention, FLOPs that grow with the square of the length. Under these constants, for
-{model}, {cheaper}:"""
+weights and, for attention, FLOPs that grow with the square of the length. Both costs for {model} under these
+constants, at four lengths:"""
 PREEMPT_VLLM = """**What vLLM chose.** vLLM V1 preempts by recomputation by default, not by swapping; its
 documentation says recomputation has lower overhead in the V1 architecture (vLLM documentation, *Optimization and
-Tuning*, `docs/configuration/optimization.md`, read 2026-12-04). This cost model prices each preemption alone and
-leaves out what makes that so in a real engine: a preempted request's freed blocks stay in the prefix cache
-(lesson 03) until they are evicted, so its recompute can start with hits, and a swap needs pinned host memory
-and a link that other transfers share. Hugging Face transformers' continuous batching swaps to a pinned CPU
+Tuning*, `docs/configuration/optimization.md`, read 2026-12-04). This cost model prices each preemption alone;
+it leaves out two things that can tip a real engine toward recomputing: a preempted request's freed blocks stay
+in the prefix cache (lesson 03) until they are evicted, so its recompute can start with hits, and a swap needs
+pinned host memory and a link that other transfers share. Hugging Face transformers' continuous batching swaps to a pinned CPU
 buffer when it has room and falls back to a "soft reset" (recompute) when it has not (Transformers documentation,
 *Continuous batching architecture*, read 2026-12-04)."""
 PREEMPT_RECOMPUTE = ("Recompute needs no host memory, but its cost grows faster than the transfer's: a model with "
@@ -100,7 +100,7 @@ def _preempt(live) -> tuple[str, list]:
     model, link = need(live, "q-preempt", "model", "link")
     cross = pc.crossover_tokens(model, link_bytes_per_s=link)     # one bisection, for the answer and the reveal
     choice = PREEMPT_CHOICES[0 if cross == 0 else 1 if cross >= 1 << 24 else 2]
-    return choice, [PREEMPT.format(model=model, cheaper=E.which_is_cheaper(cross)), E.preemption_table(model, link, cross),
+    return choice, [PREEMPT.format(model=model), E.preemption_table(model, link, cross),
                     PREEMPT_VLLM]
 
 

@@ -16,7 +16,10 @@ cheaper per token (a slow link, a model with a large ``C_tok``) it wins below a 
 and swap wins above it (:func:`crossover_tokens`). The model is deliberately simple: transfers
 and compute do not overlap, and a swap pays full price both ways.
 
-Constants (figures from their sources, named as such):
+The constants below each name their source in their own docstring: the host links
+(:data:`PCIE4_X16_BYTES_PER_S`, :data:`PCIE5_X16_BYTES_PER_S`, one direction), the GPU
+(:data:`H100_SXM_BF16_DENSE_FLOPS`, :data:`H100_SXM_HBM_BYTES_PER_S`), and :data:`DEFAULT_MFU`, which is an
+assumption, not a published figure.
 """
 from __future__ import annotations
 

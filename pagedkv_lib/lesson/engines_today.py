@@ -1,9 +1,9 @@
 """The live side of each lesson's last part, "what today's engines do": figures as markdown tables, and controls.
 
 Lesson 03 sets vLLM v1's hash-chained block keys beside the exact prefix tree (:func:`key_sizes`,
-:func:`wrong_hit_table`, :func:`measured_wrong_hits`, :func:`crafted_wrong_hit`); lesson 02 counts the KV cache of hybrid models
-(:func:`hybrid_rows`); lesson 04 gets one control each for swap against recompute, chunked prefill
-and a CPU tier (:func:`preemption_control`, :func:`chunking_control`, :func:`cpu_tier_control`).
+:func:`wrong_hit_table`, :func:`measured_wrong_hits`, :func:`crafted_wrong_hit`); lesson 02 counts the KV
+cache of hybrid models (:func:`hybrid_rows`); lesson 04 gets one control each for swap against recompute,
+chunked prefill and a CPU tier (:func:`preemption_control`, :func:`chunking_control`, :func:`cpu_tier_control`).
 Every figure is computed here from the library, now; the controls are labelled ipywidgets boxes
 (present in ipywidgets 7.7 and 8), reachable with the Tab key, each re-running its model on change.
 """
@@ -259,7 +259,7 @@ def conversations(num_conversations: int = 100, seed: int = 0):
     return workloads.multi_turn_conversations(num_conversations, seed=seed)
 
 
-__all__ = ["LINKS", "Control", "key_sizes", "wrong_hit_table", "measured_wrong_hits", "crafted_wrong_hit", "hybrid_rows", "hybrid_table",
-           "preemption_rows", "preemption_text", "preemption_table", "which_is_cheaper", "chunking_runs", "chunking_text",
-           "chunking_table", "cpu_tier_text", "cpu_tier_summary", "preemption_control",
-           "chunking_control", "cpu_tier_control", "conversations"]
+__all__ = ["LINKS", "Control", "key_sizes", "wrong_hit_table", "measured_wrong_hits", "crafted_wrong_hit",
+           "hybrid_rows", "hybrid_table", "preemption_rows", "preemption_text", "preemption_table",
+           "which_is_cheaper", "chunking_runs", "chunking_text", "chunking_table", "cpu_tier_text",
+           "cpu_tier_summary", "preemption_control", "chunking_control", "cpu_tier_control", "conversations"]

@@ -87,9 +87,9 @@ documentation says recomputation has lower overhead in the V1 architecture (vLLM
 Tuning*, `docs/configuration/optimization.md`, read 2026-12-04). This cost model prices each preemption alone;
 it leaves out two things that can tip a real engine toward recomputing: a preempted request's freed blocks stay
 in the prefix cache (lesson 03) until they are evicted, so its recompute can start with hits, and a swap needs
-pinned host memory and a link that other transfers share. Hugging Face transformers' continuous batching swaps to a pinned CPU
-buffer when it has room and falls back to a "soft reset" (recompute) when it has not (Transformers documentation,
-*Continuous batching architecture*, read 2026-12-04)."""
+pinned host memory and a link that other transfers share. Hugging Face transformers' continuous batching swaps
+to a pinned CPU buffer when it has room and falls back to a "soft reset" (recompute) when it has not
+(Transformers documentation, *Continuous batching architecture*, read 2026-12-04)."""
 PREEMPT_RECOMPUTE = ("Recompute needs no host memory, but its cost grows faster than the transfer's: a model with "
                      "few KV heads has few bytes per token to move, and a fast link moves them in less time "
                      "than the weights take to run.")
@@ -100,8 +100,7 @@ def _preempt(live) -> tuple[str, list]:
     model, link = need(live, "q-preempt", "model", "link")
     cross = pc.crossover_tokens(model, link_bytes_per_s=link)     # one bisection, for the answer and the reveal
     choice = PREEMPT_CHOICES[0 if cross == 0 else 1 if cross >= 1 << 24 else 2]
-    return choice, [PREEMPT.format(model=model), E.preemption_table(model, link, cross),
-                    PREEMPT_VLLM]
+    return choice, [PREEMPT.format(model=model), E.preemption_table(model, link, cross), PREEMPT_VLLM]
 
 
 # ------------------------------------------------------------------ 04_demo: chunked prefill
@@ -158,7 +157,8 @@ GATES = {
                            mistakes={WRONG_HIT_CHOICES[0]: WRONG_HIT_ONE, WRONG_HIT_CHOICES[3]: WRONG_HIT_ALWAYS}),
     "q-hybrid-bytes": GateKey("q-hybrid-bytes", "02_math", _hybrid_ratio, _hybrid_reveal, units="x", tolerance=0.15,
                               texts=(HYBRID,), mistakes={1.0: HYBRID_ALL}),
-    "q-preempt": one_pass("q-preempt", "04_demo", _preempt, choices=PREEMPT_CHOICES, texts=(PREEMPT, PREEMPT_VLLM),
+    "q-preempt": one_pass("q-preempt", "04_demo", _preempt, choices=PREEMPT_CHOICES,
+                          texts=(PREEMPT, PREEMPT_VLLM),
                           mistakes={PREEMPT_CHOICES[1]: PREEMPT_RECOMPUTE, PREEMPT_CHOICES[3]: PREEMPT_LONG}),
     "q-chunking": one_pass("q-chunking", "04_demo", _chunking, choices=CHUNKING_CHOICES, texts=(CHUNKING,),
                            mistakes={CHUNKING_CHOICES[0]: CHUNKING_ALL_SHORTER, CHUNKING_CHOICES[2]: CHUNKING_REVERSED}),

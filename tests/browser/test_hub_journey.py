@@ -299,10 +299,16 @@ def _wait_for_hub(info, log: Path, timeout: float = 180) -> None:
     raise RuntimeError(f"the hub did not answer within {timeout:.0f} s:\n{log.read_text()[-3000:]}")
 
 
-def _stop(info) -> list[int]:
+#: How long a process the hub stopped may take to exit after the hub itself has (a kernel or a terminal whose
+#: server sent it SIGTERM a moment before the hub exited); one still there after this outlived the hub.
+EXIT_GRACE_S = 20
+
+
+def _stop(info) -> list[str]:
     """SIGTERM to the hub's own pid (it stops the servers and the proxy), then make's group if still there.
 
-    Returns the pids of the test that were still alive after the hub had stopped (should be none)."""
+    Returns ``pid: command line`` of each process of the test still alive :data:`EXIT_GRACE_S` seconds after
+    the hub had stopped (should be none)."""
     pid_file = info["tmp"] / "state" / "jupyterhub.pid"
     make = info["make"]
     if pid_file.exists() and make.poll() is None:
@@ -311,14 +317,18 @@ def _stop(info) -> list[int]:
             make.wait(timeout=60)
         except subprocess.TimeoutExpired:
             pass
+    deadline = time.monotonic() + EXIT_GRACE_S
+    while any(_alive(p) for p in info["seen"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
     left = sorted(p for p in info["seen"] if _alive(p))
+    named = _commands([pid for pid, _ in left])   # before the kill, so that a failure names what outlived the hub
     if make.poll() is None:
         os.killpg(make.pid, signal.SIGKILL)
         make.wait(timeout=10)
     for p in left:   # what the hub failed to stop: by its pid (checked to be the same process), never by name
         if _alive(p):
             os.kill(p[0], signal.SIGKILL)
-    return [pid for pid, _ in left]
+    return named
 
 
 # ---- the journey ----------------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ def preemption_text(model: str, link_bytes_per_s: float) -> str:
     return preemption_table(model, link_bytes_per_s, pc.crossover_tokens(model, link_bytes_per_s=link_bytes_per_s))
 
 
-def which_is_cheaper(cross: int, max_tokens: int = 1 << 24) -> str:
+def which_is_cheaper(cross: int, max_tokens: int = pc.MAX_CROSSOVER_TOKENS) -> str:
     """In words, what a crossover length ``cross`` (tokens, from ``preemption_cost.crossover_tokens`` searched
     up to ``max_tokens``) says about swap and recompute."""
     if cross == 0:

@@ -46,6 +46,9 @@ DEFAULT_MFU = 0.5
 DEFAULT_FLOPS_PER_S = H100_SXM_BF16_DENSE_FLOPS * DEFAULT_MFU
 """Effective prefill FLOP/s by default: an H100's dense BF16 peak at :data:`DEFAULT_MFU`."""
 
+MAX_CROSSOVER_TOKENS = 1 << 24
+"""How far :func:`crossover_tokens` searches by default (tokens); it returns this when recompute still wins there."""
+
 
 def swap_seconds(num_tokens: int, model: str | ModelSpec = "OPT-13B", *,
                  link_bytes_per_s: float = PCIE4_X16_BYTES_PER_S) -> float:
@@ -71,7 +74,7 @@ def recompute_seconds(num_tokens: int, model: str | ModelSpec = "OPT-13B", *,
 
 def crossover_tokens(model: str | ModelSpec = "OPT-13B", *, link_bytes_per_s: float = PCIE4_X16_BYTES_PER_S,
                      flops_per_s: float = DEFAULT_FLOPS_PER_S, prefill_tokens_per_s: float | None = None,
-                     max_tokens: int = 1 << 24) -> int:
+                     max_tokens: int = MAX_CROSSOVER_TOKENS) -> int:
     """The fewest tokens at which swapping is cheaper than recomputing (0: swap always wins).
 
     Recompute wins for every shorter request. Found by bisection, since a hybrid model's swap

@@ -99,7 +99,7 @@ PREEMPT_LONG = "The attention part of a recompute grows with the square of the l
 def _preempt(live) -> tuple[str, list]:
     model, link = need(live, "q-preempt", "model", "link")
     cross = pc.crossover_tokens(model, link_bytes_per_s=link)     # one bisection, for the answer and the reveal
-    choice = PREEMPT_CHOICES[0 if cross == 0 else 1 if cross >= 1 << 24 else 2]
+    choice = PREEMPT_CHOICES[0 if cross == 0 else 1 if cross >= pc.MAX_CROSSOVER_TOKENS else 2]
     return choice, [PREEMPT.format(model=model), E.preemption_table(model, link, cross), PREEMPT_VLLM]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import math
 import os
 import pathlib
 import subprocess
@@ -48,6 +49,19 @@ def _device(tri) -> str:
     return "cpu" if tri.INTERPRETED else "cuda"
 
 
+def _in_partitions_of_two_blocks(q, k_cache, v_cache, block_tables, seq_lens, **kwargs):
+    """The partitioned kernel with partitions of two blocks, so small test batches have several."""
+    from pagedkv_lib.attention.triton_split_decode import paged_decode_triton_split
+    size = 2 * k_cache.shape[1] if isinstance(k_cache, torch.Tensor) else 2
+    return paged_decode_triton_split(q, k_cache, v_cache, block_tables, seq_lens, partition_tokens=size, **kwargs)
+
+
+@pytest.fixture(scope="module", params=["single_pass", "partitioned"])
+def decode(request, tri):
+    """Each Triton decode of the library: one program per (sequence, KV head), or per partition too."""
+    return tri.paged_decode_triton if request.param == "single_pass" else _in_partitions_of_two_blocks
+
+
 def reference(q, k_cache, v_cache, block_tables, seq_lens, scale=None):
     """The spec: fp32 dense attention of each query over its sequence's logical K/V, on the CPU."""
     return paged_decode_reference(q.cpu().float(), k_cache.cpu().float(), v_cache.cpu().float(),
@@ -83,12 +97,12 @@ BOUNDARY_LENS = [1, 4, 5, 7, 8, 13]
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("group", [1, 4, 8])
-def test_kernel_equals_attention_over_logical_kv(tri, dtype, group):
+def test_kernel_equals_attention_over_logical_kv(tri, decode, dtype, group):
     if dtype == torch.bfloat16 and tri.INTERPRETED:
         pytest.skip(BF16_INTERPRETER_BUG)
     args = make_case(lens=BOUNDARY_LENS, block_size=4, num_kv_heads=2, group=group, head_dim=16,
                      dtype=dtype, device=_device(tri))
-    out = tri.paged_decode_triton(*args)
+    out = decode(*args)
     assert out.shape == args[0].shape and out.dtype == dtype
     assert_matches_reference(out, args)
 
@@ -102,15 +116,15 @@ def test_kernel_equals_attention_over_logical_kv(tri, dtype, group):
        dtype=st.sampled_from([torch.float32, torch.float16]),
        scale=st.none() | st.floats(0.01, 2.0),
        seed=st.integers(0, 2**16))
-def test_kernel_equals_reference_on_random_tables(tri, data, block_size, head_dim, num_kv_heads,
+def test_kernel_equals_reference_on_random_tables(tri, decode, data, block_size, head_dim, num_kv_heads,
                                                   group, dtype, scale, seed):
     lens = data.draw(st.lists(st.integers(1, 3 * block_size + 1), min_size=1, max_size=4), label="lens")
     args = make_case(lens=lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,
                      head_dim=head_dim, dtype=dtype, device=_device(tri), seed=seed)
-    assert_matches_reference(tri.paged_decode_triton(*args, scale=scale), args, scale=scale)
+    assert_matches_reference(decode(*args, scale=scale), args, scale=scale)
 
 
-def test_moving_blocks_and_rewriting_the_table_changes_nothing(tri):
+def test_moving_blocks_and_rewriting_the_table_changes_nothing(tri, decode):
     """Paging changes storage, never the result: relocate every block, update the table, compare bits."""
     q, k, v, table, lens = make_case(lens=BOUNDARY_LENS, block_size=4, num_kv_heads=2, group=4,
                                      head_dim=16, dtype=torch.float32, device=_device(tri))
@@ -118,12 +132,12 @@ def test_moving_blocks_and_rewriting_the_table_changes_nothing(tri):
     new_id = torch.empty_like(perm)
     new_id[perm] = torch.arange(len(perm), device=perm.device)  # block perm[i] moves to slot i
     moved_table = torch.where(table >= 0, new_id[table.long().clamp(min=0)].to(table.dtype), table)
-    before = tri.paged_decode_triton(q, k, v, table, lens)
-    after = tri.paged_decode_triton(q, k[perm], v[perm], moved_table, lens)
+    before = decode(q, k, v, table, lens)
+    after = decode(q, k[perm], v[perm], moved_table, lens)
     assert torch.equal(before, after)
 
 
-def test_strided_views_give_the_same_result_as_contiguous_copies(tri):
+def test_strided_views_give_the_same_result_as_contiguous_copies(tri, decode):
     """The kernel follows strides: a K/V cache interleaved in one tensor, a transposed q, an int64 table."""
     q, k, v, table, lens = make_case(lens=BOUNDARY_LENS, block_size=4, num_kv_heads=2, group=4,
                                      head_dim=16, dtype=torch.float32, device=_device(tri))
@@ -135,14 +149,14 @@ def test_strided_views_give_the_same_result_as_contiguous_copies(tri):
     lens_view = torch.stack([lens, lens], dim=1)[:, 0]
     assert not (kv[:, :, :, 0].is_contiguous() or q_t.is_contiguous() or lens_view.is_contiguous()
             or wide_table.is_contiguous())
-    strided = tri.paged_decode_triton(q_t, kv[:, :, :, 0], kv[:, :, :, 1], wide_table, lens_view)
-    assert torch.equal(strided, tri.paged_decode_triton(q, k, v, table, lens))
+    strided = decode(q_t, kv[:, :, :, 0], kv[:, :, :, 1], wide_table, lens_view)
+    assert torch.equal(strided, decode(q, k, v, table, lens))
 
 
-def test_empty_batch_returns_empty_output(tri):
+def test_empty_batch_returns_empty_output(tri, decode):
     q, k, v, table, lens = make_case(lens=[3], block_size=4, num_kv_heads=1, group=1, head_dim=8,
                                      dtype=torch.float32, device=_device(tri))
-    out = tri.paged_decode_triton(q[:0], k, v, table[:0], lens[:0])
+    out = decode(q[:0], k, v, table[:0], lens[:0])
     assert out.shape == (0, 1, 8)
 
 
@@ -177,7 +191,7 @@ def _bad(args, **changes):
 ], ids=["q-2d", "head-dim", "v-shape", "heads-not-divisible", "table-rows", "lens-rows",
         "table-dtype", "table-not-a-tensor", "mixed-dtype", "float64", "zero-length",
         "length-past-capacity", "block-id-too-big", "block-id-negative", "two-devices", "q-not-a-tensor"])
-def test_bad_input_raises_an_error_naming_the_shapes(tri, change, error, words):
+def test_bad_input_raises_an_error_naming_the_shapes(tri, decode, change, error, words):
     """Same checks and messages as the torch reference, plus one device for all tensors."""
     # B=3, H_q=4, D=16; 8 blocks of 4 slots, 1 KV head; lengths 1, 9, 9; tables of 4 entries (16 tokens).
     args = _bad(make_case(lens=[1, 9, 9], block_size=4, num_kv_heads=1, group=4, head_dim=16,
@@ -185,42 +199,80 @@ def test_bad_input_raises_an_error_naming_the_shapes(tri, change, error, words):
     assert args["k_cache"].shape == (8, 4, 1, 16) and args["block_tables"].shape == (3, 4)
     args.update(change(args))
     with pytest.raises(error) as info:
-        tri.paged_decode_triton(**args)
+        decode(**args)
     missing = [w for w in words if w not in str(info.value)]
     assert not missing, f"message {str(info.value)!r} lacks {missing}"
 
 
 @pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf"), "0.1"])
-def test_bad_scale_is_rejected(tri, scale):
+def test_bad_scale_is_rejected(tri, decode, scale):
     args = make_case(lens=[2], block_size=4, num_kv_heads=1, group=1, head_dim=8,
                      dtype=torch.float32, device=_device(tri))
     with pytest.raises((TypeError, ValueError), match="scale") as triton_error:
-        tri.paged_decode_triton(*args, scale=scale)
+        decode(*args, scale=scale)
     # One shared check: the torch reference refuses the same scale with the same error and message.
     with pytest.raises(type(triton_error.value)) as torch_error:
         paged_decode_gather(*[t.cpu() for t in args], scale=scale)
     assert str(torch_error.value) == str(triton_error.value)
 
 
-def test_only_the_slots_a_sequence_owns_are_read(tri):
+def test_only_the_slots_a_sequence_owns_are_read(tri, decode):
     """Table entries past ceil(T / S) may hold anything, and cache slots that no sequence owns
     (spare blocks, the tail of a last block) hold NaN: the result stays exact and finite."""
     batch = make_batch(lens=BOUNDARY_LENS, block_size=4, num_kv_heads=1, group=2, head_dim=8,
                        dtype=torch.float32, device=_device(tri), pad_value=10**6)
     owned = batch.owned_slots().to(batch.k_cache.device)
     assert not owned.all() and torch.isnan(batch.k_cache[~owned]).all() and torch.isnan(batch.v_cache[~owned]).all()
-    out = tri.paged_decode_triton(*batch.args())
+    out = decode(*batch.args())
     assert torch.isfinite(out).all()
     assert_matches_reference(out, batch.args())
 
 
-def test_each_sequence_reads_exactly_the_slots_it_owns(tri):
+def test_each_sequence_reads_exactly_the_slots_it_owns(tri, decode):
     """By experiment (PagedBatch.slots_read): change one slot at a time, see whose output moves."""
     batch = make_batch(lens=[1, 5, 4], block_size=4, num_kv_heads=1, group=2, head_dim=8,
                        dtype=torch.float32, device=_device(tri), spare_blocks=1)
-    read = batch.slots_read(tri.paged_decode_triton)
+    read = batch.slots_read(decode)
     expected = batch.slot_owner()[None] == torch.arange(3)[:, None, None]
     assert torch.equal(read, expected), batch.draw(read)
+
+
+@pytest.mark.parametrize("partition_blocks", [1, 3, 64])
+def test_any_partition_size_gives_the_single_pass_result(tri, partition_blocks):
+    """Partitions of one block, of three (not dividing the lengths), or wider than every sequence
+    (one partition each); a table wider than any sequence needs, so some partitions hold no block."""
+    from pagedkv_lib.attention.triton_split_decode import paged_decode_triton_split
+    batch = random_paged_batch(BOUNDARY_LENS + [29], block_size=4, num_kv_heads=2, group=4, head_dim=16,
+                               dtype=torch.float32, device=_device(tri), extra_columns=5, table_dtype=torch.int32)
+    args = batch.args()
+    out = paged_decode_triton_split(*args, partition_tokens=4 * partition_blocks)
+    assert_matches_reference(out, args)
+    torch.testing.assert_close(out, tri.paged_decode_triton(*args), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("size, error, allowed", [(0, ValueError, ">= 4"), (6, ValueError, "multiple of the block size 4"),
+                                                  (8.0, TypeError, "integer"), (True, TypeError, "integer")])
+def test_a_bad_partition_size_is_refused_by_name(tri, size, error, allowed):
+    from pagedkv_lib.attention.triton_split_decode import paged_decode_triton_split
+    args = make_case(lens=[5], block_size=4, num_kv_heads=1, group=1, head_dim=8, dtype=torch.float32,
+                     device=_device(tri))
+    with pytest.raises(error, match="partition_tokens") as info:
+        paged_decode_triton_split(*args, partition_tokens=size)
+    assert allowed in str(info.value) and repr(size) in str(info.value), str(info.value)
+
+
+def test_merging_partitions_is_the_softmax_over_their_union():
+    """merge_partitions on hand-made states: two partitions, one empty (m = -inf), in log2 units."""
+    pytest.importorskip("triton")
+    from pagedkv_lib.attention.triton_split_decode import merge_partitions
+    scores = torch.tensor([0.5, 2.0, -1.0, 3.0])           # log2 units
+    v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [-1.0, 4.0]])
+    parts = [slice(0, 3), slice(3, 4), slice(0, 0)]
+    m = torch.tensor([scores[p].max().item() if p.stop > p.start else float("-inf") for p in parts])
+    l = torch.stack([torch.exp2(scores[p] - m[i]).sum() for i, p in enumerate(parts)])
+    acc = torch.stack([(torch.exp2(scores[p] - m[i])[:, None] * v[p]).sum(0) for i, p in enumerate(parts)])
+    expected = torch.softmax(scores * math.log(2), dim=0) @ v
+    torch.testing.assert_close(merge_partitions(acc, m, l), expected)
 
 
 def _run_python(code: str, env: dict) -> subprocess.CompletedProcess:
@@ -235,10 +287,12 @@ def test_compiled_kernel_on_cpu_tensors_says_how_to_use_the_interpreter():
     result = _run_python("""
         import torch
         from pagedkv_lib.attention.triton_decode import INTERPRETED, _launch_unchecked, paged_decode_triton
+        from pagedkv_lib.attention.triton_split_decode import paged_decode_triton_split
         assert not INTERPRETED
         cache = torch.zeros(2, 4, 1, 8)
         args = (torch.zeros(1, 1, 8), cache, cache, torch.zeros(1, 1, dtype=torch.int32), torch.tensor([3]))
-        for call in (lambda: paged_decode_triton(*args), lambda: _launch_unchecked(*args, 1.0)):
+        for call in (lambda: paged_decode_triton(*args), lambda: _launch_unchecked(*args, 1.0),
+                     lambda: paged_decode_triton_split(*args)):
             try:
                 call()
             except RuntimeError as exc:
@@ -246,7 +300,7 @@ def test_compiled_kernel_on_cpu_tensors_says_how_to_use_the_interpreter():
     """, env)
     assert result.returncode == 0, result.stderr
     messages = [line for line in result.stdout.splitlines() if line.startswith("MESSAGE:")]
-    assert len(messages) == 2 and all("TRITON_INTERPRET=1" in m for m in messages), result.stdout
+    assert len(messages) == 3 and all("TRITON_INTERPRET=1" in m for m in messages), result.stdout
 
 
 def test_kernel_compiles_for_gpus_without_a_gpu():
@@ -259,35 +313,40 @@ def test_kernel_compiles_for_gpus_without_a_gpu():
         import triton
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
-        from pagedkv_lib.attention.triton_decode import _paged_decode_kernel as kernel, _padded
+        from pagedkv_lib.attention.triton_decode import _paged_decode_kernel, _padded
+        from pagedkv_lib.attention.triton_split_decode import _paged_decode_partition_kernel
 
-        def signature(dtype):
-            ptrs = dict(block_tables_ptr="*i32", seq_lens_ptr="*i64")
+        def signature(kernel, dtype):
+            ptrs = dict(block_tables_ptr="*i32", seq_lens_ptr="*i64", acc_ptr="*fp32", m_ptr="*fp32",
+                        l_ptr="*fp32")
             return {name: ptrs.get(name, "*" + dtype) if name.endswith("_ptr") else
                     "fp32" if name == "scale_log2" else "i32" if name.startswith("stride") else
                     "constexpr" for name in kernel.arg_names}
 
-        for arch in (80, 90):
-            for dtype in ("fp32", "fp16", "bf16"):
-                for group, block_size, head_dim in ((1, 16, 128), (8, 16, 128), (4, 3, 24)):
-                    consts = dict(GROUP=group, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
-                                  PAD_GROUP=_padded(group), PAD_BLOCK=_padded(block_size),
-                                  PAD_DIM=_padded(head_dim),
-                                  INPUT_PRECISION="ieee" if dtype == "fp32" else "tf32")
-                    compiled = triton.compile(ASTSource(kernel, signature(dtype), constexprs=consts),
-                                              target=GPUTarget("cuda", arch, 32))
-                    assert compiled.asm["cubin"], (arch, dtype, group)
-                    print("OK", arch, dtype, group, block_size, head_dim)
+        for kernel, extra in ((_paged_decode_kernel, {}), (_paged_decode_partition_kernel, {"BLOCKS_PER_PARTITION": 32})):
+            for arch in (80, 90):
+                for dtype in ("fp32", "fp16", "bf16"):
+                    for group, block_size, head_dim in ((1, 16, 128), (8, 16, 128), (4, 3, 24)):
+                        consts = dict(GROUP=group, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
+                                      PAD_GROUP=_padded(group), PAD_BLOCK=_padded(block_size),
+                                      PAD_DIM=_padded(head_dim),
+                                      INPUT_PRECISION="ieee" if dtype == "fp32" else "tf32", **extra)
+                        compiled = triton.compile(ASTSource(kernel, signature(kernel, dtype), constexprs=consts),
+                                                  target=GPUTarget("cuda", arch, 32))
+                        assert compiled.asm["cubin"], (kernel.__name__, arch, dtype, group)
+                        print("OK", kernel.__name__, arch, dtype, group, block_size, head_dim)
     """, env)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("OK") == 18, result.stdout
+    assert result.stdout.count("OK") == 36, result.stdout
 
 
-def test_import_without_triton_says_how_to_install(monkeypatch):
+@pytest.mark.parametrize("module", ["triton_decode", "triton_split_decode"])
+def test_import_without_triton_says_how_to_install(monkeypatch, module):
     monkeypatch.setitem(sys.modules, "triton", None)  # what `import triton` sees when it is absent
-    monkeypatch.delitem(sys.modules, "pagedkv_lib.attention.triton_decode", raising=False)
+    for name in TRITON_EXTRA:
+        monkeypatch.delitem(sys.modules, f"pagedkv_lib.attention.{name}", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'pagedkv_lib\[triton\]'"):
-        importlib.import_module("pagedkv_lib.attention.triton_decode")
+        importlib.import_module(f"pagedkv_lib.attention.{module}")
 
 
 def _imported_modules(source: str) -> set[str]:
@@ -303,6 +362,9 @@ def _imported_modules(source: str) -> set[str]:
     return names
 
 
+TRITON_EXTRA = ("triton_decode", "triton_split_decode")
+"""The modules of attention/ that need the Triton extra; nothing else may import them or triton."""
+
 # Modules that may import triton inside one function only, once that function has found it installed.
 LAZY_TRITON = {"course/learner/pset_checks/ps3_code.py":
                "ps3's bonus checks that a learner's kernel is a Triton kernel (JITFunction)"}
@@ -317,18 +379,18 @@ def _module_level(source: str) -> str:
 
 
 def test_the_rest_of_the_library_never_imports_triton():
-    """Only attention/triton_decode needs the Triton extra: no other module imports triton or that module
+    """Only TRITON_EXTRA need the Triton extra: no other module imports triton or those modules
     (the few named in LAZY_TRITON only inside a function, never when they are imported)."""
     package = pathlib.Path(importlib.util.find_spec("pagedkv_lib").origin).parent
     offenders = {}
     for path in sorted(package.rglob("*.py")):
-        if path.stem == "triton_decode":
+        if path.stem in TRITON_EXTRA:
             continue
         source = path.read_text()
         if str(path.relative_to(package)) in LAZY_TRITON:
             source = _module_level(source)
         bad = [name for name in _imported_modules(source)
-               if name.split(".")[0] == "triton" or "triton_decode" in name]
+               if name.split(".")[0] == "triton" or any(m in name for m in TRITON_EXTRA)]
         if bad:
             offenders[str(path.relative_to(package))] = bad
     assert not offenders, f"modules that would need Triton: {offenders}"

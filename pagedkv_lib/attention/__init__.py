@@ -6,5 +6,7 @@
 * :mod:`.fast`: faster CPU paged decode, tested equal to the spec.
 * :mod:`.validation`: the argument checks every attention function shares.
 * :mod:`.triton_decode`: a Triton paged decode kernel (optional extra ``triton``).
+* :mod:`.triton_split_decode`: the same, each sequence cut into partitions and merged (vLLM's
+  ``paged_attention_v2`` idea): many more programs when requests are few and long.
 * :mod:`.batch`: random paged batches for tests, benchmarks and the Code lesson.
 """

@@ -1,0 +1,155 @@
+"""Paged decode attention split along the sequence: vLLM's ``paged_attention_v2`` idea in Triton.
+
+:mod:`.triton_decode` runs one program per (sequence, KV head), which walks every block of its
+sequence in turn. With few sequences and long contexts that is few programs, each with a long
+serial loop, and most of the GPU waits. Here each sequence is cut into *partitions* of
+``partition_tokens`` tokens (vLLM's v2 kernel uses 512), one program per (sequence, KV head,
+partition), and each program writes a partial result: its running max ``m``, sum ``l`` and
+unnormalised accumulator ``acc``. A second step merges a sequence's partials exactly as the online
+softmax merges blocks: rescale each by ``2 ** (m_p - max_p m_p)``, add, divide by the summed ``l``.
+
+The loop inside a partition is :func:`~.triton_decode._paged_decode_kernel`'s, over a range of
+blocks; read that kernel first. Same contract, checks and tolerances as
+:func:`~.triton_decode.paged_decode_triton`; ``tests/test_triton_attention.py`` holds both to the
+same reference, and ``benchmarks/triton_attention.py`` times both in one run on a GPU.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..validation import check_int
+from .spec import check_scale
+# First: without Triton this import raises the library's message on how to install it.
+from .triton_decode import _LOG2_E, _check_device_mode, _check_inputs, _padded
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+__all__ = ["VLLM_PARTITION_TOKENS", "paged_decode_triton_split"]
+
+VLLM_PARTITION_TOKENS = 512
+"""Tokens per partition in vLLM's ``paged_attention_v2``: its Python wrappers' ``_PARTITION_SIZE``, which must equal
+``PARTITION_SIZE`` in ``paged_attention_v2_launcher``."""
+
+
+@triton.jit
+def _paged_decode_partition_kernel(
+    q_ptr, k_ptr, v_ptr, acc_ptr, m_ptr, l_ptr, block_tables_ptr, seq_lens_ptr,
+    scale_log2,
+    stride_qb, stride_qh, stride_qd,
+    stride_kn, stride_ks, stride_kh, stride_kd,
+    stride_vn, stride_vs, stride_vh, stride_vd,
+    stride_tb, stride_tj, stride_len,
+    GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
+    PAD_GROUP: tl.constexpr, PAD_BLOCK: tl.constexpr, PAD_DIM: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, BLOCKS_PER_PARTITION: tl.constexpr,
+):
+    """One program = sequence ``b`` x KV head ``h`` x partition ``p``: blocks ``p*P .. p*P+P-1`` only.
+
+    Writes, per query head of the group, ``m`` and ``l`` to ``[B, H_q, num_partitions]`` and ``acc``
+    to ``[B, H_q, num_partitions, D]`` (fp32, contiguous). A partition past the sequence's last block
+    runs no step and writes ``m = -inf, l = 0, acc = 0``, which the merge weighs by zero.
+    """
+    seq = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    part = tl.program_id(2)
+    num_parts = tl.num_programs(2)
+
+    g = tl.arange(0, PAD_GROUP)
+    s = tl.arange(0, PAD_BLOCK)
+    d = tl.arange(0, PAD_DIM)
+    g_ok = g < GROUP
+    d_ok = d < HEAD_DIM
+
+    q_heads = kv_head * GROUP + g
+    q = tl.load(q_ptr + seq * stride_qb + q_heads[:, None] * stride_qh + d[None, :] * stride_qd,
+                mask=g_ok[:, None] & d_ok[None, :], other=0.0)
+
+    seq_len = tl.load(seq_lens_ptr + seq * stride_len)
+    first = part * BLOCKS_PER_PARTITION
+    last = tl.minimum(first + BLOCKS_PER_PARTITION, tl.cdiv(seq_len, BLOCK_SIZE))
+
+    m = tl.full([PAD_GROUP], float("-inf"), tl.float32)
+    l = tl.zeros([PAD_GROUP], tl.float32)
+    acc = tl.zeros([PAD_GROUP, PAD_DIM], tl.float32)
+
+    for j in range(first, last):  # the single-pass kernel's step, unchanged
+        block_id = tl.load(block_tables_ptr + seq * stride_tb + j * stride_tj).to(tl.int64)
+        slot_ok = (s < BLOCK_SIZE) & (j * BLOCK_SIZE + s < seq_len)
+        kv_mask = slot_ok[:, None] & d_ok[None, :]
+        k = tl.load(k_ptr + block_id * stride_kn + s[:, None] * stride_ks + kv_head * stride_kh
+                    + d[None, :] * stride_kd, mask=kv_mask, other=0.0)
+        v = tl.load(v_ptr + block_id * stride_vn + s[:, None] * stride_vs + kv_head * stride_vh
+                    + d[None, :] * stride_vd, mask=kv_mask, other=0.0)
+        scores = tl.dot(q, tl.trans(k), input_precision=INPUT_PRECISION) * scale_log2
+        scores = tl.where(slot_ok[None, :], scores, float("-inf"))
+        m_new = tl.maximum(m, tl.max(scores, axis=1))
+        alpha = tl.exp2(m - m_new)
+        p = tl.exp2(scores - m_new[:, None])
+        l = l * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=INPUT_PRECISION)
+        m = m_new
+
+    row = (seq * (tl.num_programs(1) * GROUP) + q_heads) * num_parts + part  # [B, H_q, parts] index
+    tl.store(m_ptr + row, m, mask=g_ok)
+    tl.store(l_ptr + row, l, mask=g_ok)
+    tl.store(acc_ptr + row[:, None] * HEAD_DIM + d[None, :], acc, mask=g_ok[:, None] & d_ok[None, :])
+
+
+def merge_partitions(acc: torch.Tensor, m: torch.Tensor, l: torch.Tensor) -> torch.Tensor:
+    """Merge per-partition online-softmax states into attention outputs (fp32).
+
+    ``acc`` ``[..., P, D]`` unnormalised sums of ``2 ** (score - m) * v``; ``m`` ``[..., P]`` running max
+    of the scores in log2 units (``-inf`` for a partition with no token); ``l`` ``[..., P]`` sums of
+    ``2 ** (score - m)``. Each partition is rescaled to the largest ``m``, as the online softmax
+    rescales when its max grows, then the sums are added and divided.
+    """
+    weight = torch.exp2(m - m.amax(dim=-1, keepdim=True))  # 0 where m = -inf
+    return (weight[..., None] * acc).sum(dim=-2) / (weight * l).sum(dim=-1)[..., None]
+
+
+def paged_decode_triton_split(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                              block_tables: torch.Tensor, seq_lens: torch.Tensor, *,
+                              scale: float | None = None,
+                              partition_tokens: int = VLLM_PARTITION_TOKENS) -> torch.Tensor:
+    """:func:`~.triton_decode.paged_decode_triton`, computed in partitions of ``partition_tokens``.
+
+    Same arguments, checks, result and tolerances; ``partition_tokens`` must be a positive multiple
+    of the block size (a partition holds whole blocks). Partitions per sequence:
+    ``ceil(block_tables.shape[1] * S / partition_tokens)``, from the table's width, so the host never
+    waits for ``seq_lens``.
+    """
+    _check_inputs(q, k_cache, v_cache, block_tables, seq_lens)
+    scale = check_scale(scale, q.shape[-1])
+    block_size = k_cache.shape[1]
+    partition_tokens = check_int("partition_tokens", partition_tokens, minimum=block_size)
+    if partition_tokens % block_size:
+        raise ValueError(f"partition_tokens must be a multiple of the block size {block_size}, "
+                         f"got {partition_tokens}")
+    return _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale, partition_tokens)
+
+
+def _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale: float,
+                      partition_tokens: int = VLLM_PARTITION_TOKENS) -> torch.Tensor:
+    """The two steps alone, for arguments :func:`paged_decode_triton_split` would accept."""
+    _check_device_mode(q)
+    batch, num_q_heads, head_dim = q.shape
+    _, block_size, num_kv_heads, _ = k_cache.shape
+    if batch == 0:
+        return torch.empty_like(q, memory_format=torch.contiguous_format)
+    blocks_per_partition = partition_tokens // block_size
+    parts = triton.cdiv(block_tables.shape[1], blocks_per_partition)
+    acc = torch.empty(batch, num_q_heads, parts, head_dim, dtype=torch.float32, device=q.device)
+    m = torch.empty(batch, num_q_heads, parts, dtype=torch.float32, device=q.device)
+    l = torch.empty_like(m)
+    group = num_q_heads // num_kv_heads
+    _paged_decode_partition_kernel[(batch, num_kv_heads, parts)](
+        q, k_cache, v_cache, acc, m, l, block_tables, seq_lens,
+        scale * _LOG2_E,
+        *q.stride(), *k_cache.stride(), *v_cache.stride(), *block_tables.stride(), *seq_lens.stride(),
+        GROUP=group, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
+        PAD_GROUP=_padded(group), PAD_BLOCK=_padded(block_size), PAD_DIM=_padded(head_dim),
+        INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        BLOCKS_PER_PARTITION=blocks_per_partition,
+    )
+    return merge_partitions(acc, m, l).to(q.dtype)

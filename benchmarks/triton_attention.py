@@ -1,16 +1,19 @@
 """The Triton paged decode kernel against SDPA on contiguous caches, timed in the same run on a GPU.
 
-Usage: python benchmarks/triton_attention.py [--dtype float16] [--batch-4k 32] [--peak-gbs 4800]
+Usage: python benchmarks/triton_attention.py [--dtype float16] [--batch-4k 32] [--batch-16k 4]
+       [--partitions 512,256,128] [--peak-gbs 4800]
 
 Needs a CUDA GPU (timing Triton's CPU interpreter would measure the interpreter): on a machine
 without one it exits with status 1 and says so. The CPU comparison of the torch versions is
 ``benchmarks/attention.py``; the kernel's correctness on a CPU is ``tests/test_triton_attention.py``.
 
 Same shapes as ``benchmarks/attention.py``: 32 query heads, 8 KV heads, head dim 128, block size
-16, one decode token per request, two cases:
+16, one decode token per request, three cases:
 
 * ``sharegpt``: 32 requests whose context (tokens) is a ShareGPT-like prompt plus output length;
-* ``4k``: ``--batch-4k`` requests of exactly 4096 tokens each.
+* ``4k``: ``--batch-4k`` requests of exactly 4096 tokens each;
+* ``16k``: ``--batch-16k`` requests of 16,384 tokens: few, long sequences, where one program per
+  (request, KV head) leaves most of the GPU idle and the partitioned kernel should help most.
 
 Methods, all producing the same ``[B, 32, 128]`` output (checked against fp32 attention):
 
@@ -18,6 +21,8 @@ Methods, all producing the same ``[B, 32, 128]`` output (checked against fp32 at
   physical blocks are shuffled, so neighbouring logical blocks are far apart in memory;
 * ``triton_paged``: the public :func:`pagedkv_lib.attention.triton_decode.paged_decode_triton`, whose
   argument checks copy the tables to the host (a GPU sync) before the same launch;
+* ``triton_split_P``: :mod:`pagedkv_lib.attention.triton_split_decode` (vLLM's ``paged_attention_v2``
+  idea), one program per partition of ``P`` tokens and a torch merge, launched unchecked;
 * ``sdpa_padded``: one ``scaled_dot_product_attention`` call over a contiguous, head-major,
   zero-padded ``[B, H_kv, T_max, D]`` batch (a key-padding mask when lengths differ);
 * ``sdpa_per_request``: one SDPA call per request on its own contiguous ``[1, H_kv, T, D]``.
@@ -89,9 +94,10 @@ def fp32_reference(c):
     return out[:, :, 0, :]
 
 
-def timed_methods(triton_attention) -> dict:
+def timed_methods(triton_attention, triton_split, partitions: list[int]) -> dict:
     """Name -> function of a case. ``triton_paged`` is the public call (argument checks included:
-    they copy the tables to the host and wait for the GPU); ``triton_kernel`` the launch alone."""
+    they copy the tables to the host and wait for the GPU); ``triton_kernel`` the launch alone;
+    ``triton_split_P`` the partitioned kernel and its merge, partitions of ``P`` tokens, unchecked."""
     def triton_paged(c):
         return triton_attention.paged_decode_triton(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"])
 
@@ -99,8 +105,13 @@ def timed_methods(triton_attention) -> dict:
         return triton_attention._launch_unchecked(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
                                                  1.0 / math.sqrt(c["q"].shape[-1]))
 
-    return dict(triton_kernel=triton_kernel, triton_paged=triton_paged, sdpa_padded=sdpa_padded,
-                sdpa_per_request=sdpa_per_request)
+    def split(size):
+        return lambda c: triton_split._launch_unchecked(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
+                                                        1.0 / math.sqrt(c["q"].shape[-1]), size)
+
+    return dict(triton_kernel=triton_kernel, triton_paged=triton_paged,
+                **{f"triton_split_{size}": split(size) for size in partitions},
+                sdpa_padded=sdpa_padded, sdpa_per_request=sdpa_per_request)
 
 
 def check_outputs(c, methods: dict) -> dict:
@@ -148,6 +159,9 @@ def main() -> None:
     parser.add_argument("--batch-4k", type=int, default=32, help="requests in the 4k case")
     parser.add_argument("--peak-gbs", type=float, default=None,
                         help="datasheet memory bandwidth in GB/s, for a second fraction (H200: 4800)")
+    parser.add_argument("--batch-16k", type=int, default=4, help="requests in the 16k case")
+    parser.add_argument("--partitions", default="512,256,128",
+                        help="partition sizes (tokens) of the partitioned kernel to time, comma-separated")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -156,7 +170,7 @@ def main() -> None:
                  "versions, and `pytest tests/test_triton_attention.py` to check the kernel under Triton's "
                  "interpreter.")
     import triton
-    from pagedkv_lib.attention import triton_decode as triton_attention
+    from pagedkv_lib.attention import triton_decode as triton_attention, triton_split_decode as triton_split
     if triton_attention.INTERPRETED:
         sys.exit("TRITON_INTERPRET is set, so the kernel would run in Triton's CPU interpreter: "
                  "unset it to time the compiled kernel.")
@@ -167,10 +181,11 @@ def main() -> None:
     print(f"copy bandwidth (read + write, 1 GiB): {copy_bw / 1e9:.0f} GB/s")
     peak_bw = args.peak_gbs * 1e9 if args.peak_gbs else None
     trace = sharegpt_like(32, seed=args.seed, max_context=4096)
-    methods = timed_methods(triton_attention)
+    methods = timed_methods(triton_attention, triton_split, [int(p) for p in args.partitions.split(",")])
     lens = (trace.prompt_len + trace.output_len[:, 0]).tolist()
     run_case("sharegpt", lens, methods, dtype, args.seed, copy_bw, peak_bw)
     run_case("4k", [4096] * args.batch_4k, methods, dtype, args.seed, copy_bw, peak_bw)
+    run_case("16k", [16384] * args.batch_16k, methods, dtype, args.seed, copy_bw, peak_bw)
 
 
 if __name__ == "__main__":

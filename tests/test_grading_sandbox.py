@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from classroom import answered, course_copy, solutions_by_cell
 from conftest import REPO
@@ -118,6 +119,64 @@ def test_ps3_hides_the_library_route_to_q7s_chained_keys(tmp_path):
         assert done.returncode == 0, done.stderr
         where, answer = done.stdout.split("\n")[:2]
         assert where.startswith(str(library)) and answer == want
+
+
+#: ps3's bonus answered by the library: a learner's own ``@triton.jit`` kernel, with the bonus's signature, that
+#: only calls the library's kernel (a Triton kernel may call another); and the partitioned kernel's public call,
+#: which answers the paged decode questions. Prints each one's output, or "hidden".
+KERNEL_ROUTES = """import os
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton, triton.language as tl
+from pagedkv_lib.attention import triton_decode as td
+from pagedkv_lib.attention.batch import random_paged_batch
+from pagedkv_lib.course.learner.pset_checks.ps3_code import launch_paged_decode
+
+@triton.jit
+def paged_decode_kernel(q, k, v, out, tables, lens, scale, max_blocks,
+                        H_KV: tl.constexpr, GROUP: tl.constexpr, S: tl.constexpr, D: tl.constexpr):
+    td._paged_decode_kernel(q, k, v, out, tables, lens, scale * 1.4426950408889634,
+                            H_KV * GROUP * D, D, 1, S * H_KV * D, H_KV * D, D, 1, S * H_KV * D, H_KV * D, D, 1,
+                            H_KV * GROUP * D, D, 1, max_blocks, 1, 1, GROUP, S, D, 16, 16, 16, "ieee")
+
+batch = random_paged_batch([5, 8], block_size=4, num_kv_heads=2, group=2, head_dim=8, seed=1)
+for route in (lambda: launch_paged_decode(paged_decode_kernel, batch),
+              lambda: __import__("pagedkv_lib.attention.triton_split_decode", fromlist=["x"])
+              .paged_decode_triton_split(*batch.args())):
+    try:
+        print(route().flatten().tolist())
+    except Exception as exc:  # the interpreter wraps what a kernel raised in its own InterpreterError
+        print("hidden" if "is hidden while this problem set is graded" in str(exc) else repr(exc))
+"""
+
+
+def test_ps3_hides_the_library_kernels_a_learner_could_call(tmp_path):
+    """Without the Triton kernels in ps3's graded functions, a bonus kernel that calls the library's kernel, and the
+    partitioned kernel's public call, both give the worked example's attention; with them, both raise."""
+    from pagedkv_lib.attention.batch import random_paged_batch
+    from pagedkv_lib.attention.spec import paged_decode_reference
+    graded = json.loads((REPO / "solutions/ps3_code/ps3_code.ipynb").read_text(encoding="utf-8"))["metadata"][
+        "pagedkv"]["graded_functions"]
+    kernels = {"pagedkv_lib.attention.triton_decode:_paged_decode_kernel",
+               *(f"pagedkv_lib.attention.triton_split_decode:{name}"
+                 for name in ("paged_decode_triton_split", "_launch_unchecked", "_paged_decode_partition_kernel"))}
+    assert kernels <= set(graded)
+    expected = paged_decode_reference(*random_paged_batch([5, 8], block_size=4, num_kv_heads=2, group=2, head_dim=8,
+                                                          seed=1).args())
+    for hidden, stubbed in ((graded, True), ([g for g in graded if g not in kernels], False)):
+        library = sandbox.hidden_library(tmp_path / str(len(hidden)), hidden)
+        done = subprocess.run([sys.executable, "-c", KERNEL_ROUTES], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                                "PYTHONPATH": str(library)})
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs = done.stdout.strip().split("\n")
+        assert len(outputs) == 2, done.stdout
+        for out in outputs:
+            if stubbed:
+                assert out == "hidden", out[:200]
+            else:
+                assert out.startswith("["), out[:300]
+                got = torch.tensor(json.loads(out)).reshape(expected.shape)
+                torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
 def _course(tmp_path: Path, name="ps1_intuition") -> Path:

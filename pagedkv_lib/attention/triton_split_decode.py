@@ -25,7 +25,7 @@ from .triton_decode import _LOG2_E, _check_device_mode, _check_inputs, _padded
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-__all__ = ["VLLM_PARTITION_TOKENS", "paged_decode_triton_split"]
+__all__ = ["VLLM_PARTITION_TOKENS", "merge_partitions", "paged_decode_triton_split"]
 
 VLLM_PARTITION_TOKENS = 512
 """Tokens per partition in vLLM's ``paged_attention_v2``: its Python wrappers' ``_PARTITION_SIZE``, which must equal
@@ -90,7 +90,8 @@ def _paged_decode_partition_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=INPUT_PRECISION)
         m = m_new
 
-    row = (seq * (tl.num_programs(1) * GROUP) + q_heads) * num_parts + part  # [B, H_q, parts] index
+    # Index into [B, H_q, parts]; int64, since times D it can pass 2**31 for a large batch.
+    row = ((seq * (tl.num_programs(1) * GROUP) + q_heads) * num_parts + part).to(tl.int64)
     tl.store(m_ptr + row, m, mask=g_ok)
     tl.store(l_ptr + row, l, mask=g_ok)
     tl.store(acc_ptr + row[:, None] * HEAD_DIM + d[None, :], acc, mask=g_ok[:, None] & d_ok[None, :])

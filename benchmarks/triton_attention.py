@@ -22,7 +22,8 @@ Methods, all producing the same ``[B, 32, 128]`` output (checked against fp32 at
 * ``triton_paged``: the public :func:`pagedkv_lib.attention.triton_decode.paged_decode_triton`, whose
   argument checks copy the tables to the host (a GPU sync) before the same launch;
 * ``triton_split_P``: :mod:`pagedkv_lib.attention.triton_split_decode` (vLLM's ``paged_attention_v2``
-  idea), one program per partition of ``P`` tokens and a torch merge, launched unchecked;
+  idea), one program per partition of ``P`` tokens, then one merge launch, unchecked;
+  ``triton_split_P_torch_merge`` the same partials merged by ``merge_partitions`` in torch (the A/B);
 * ``sdpa_padded``: one ``scaled_dot_product_attention`` call over a contiguous, head-major,
   zero-padded ``[B, H_kv, T_max, D]`` batch (a key-padding mask when lengths differ);
 * ``sdpa_per_request``: one SDPA call per request on its own contiguous ``[1, H_kv, T, D]``.
@@ -109,8 +110,14 @@ def timed_methods(triton_attention, triton_split, partitions: list[int]) -> dict
         return lambda c: triton_split._launch_unchecked(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
                                                         1.0 / math.sqrt(c["q"].shape[-1]), size)
 
+    def split_torch_merge(c):  # the A/B of the one-launch merge: the same partials, merged in torch
+        partials = triton_split._partials(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
+                                          1.0 / math.sqrt(c["q"].shape[-1]), partitions[0])
+        return triton_split.merge_partitions(*partials).to(c["q"].dtype)
+
     return dict(triton_kernel=triton_kernel, triton_paged=triton_paged,
                 **{f"triton_split_{size}": split(size) for size in partitions},
+                **{f"triton_split_{partitions[0]}_torch_merge": split_torch_merge},
                 sdpa_padded=sdpa_padded, sdpa_per_request=sdpa_per_request)
 
 

@@ -261,6 +261,17 @@ def test_a_bad_partition_size_is_refused_by_name(tri, size, error, allowed):
     assert allowed in str(info.value) and repr(size) in str(info.value), str(info.value)
 
 
+def test_the_one_launch_merge_equals_merge_partitions(tri):
+    """The Triton merge the partitioned kernel uses gives merge_partitions' result, empty partitions included."""
+    from pagedkv_lib.attention import triton_split_decode as split
+    args = make_case(lens=[1, 5, 29, 12], block_size=4, num_kv_heads=2, group=4, head_dim=24, dtype=torch.float32,
+                     device=_device(tri), seed=3)
+    acc, m, l = split._partials(*args, 0.3, 8)
+    assert acc.shape[2] >= 4 and torch.isinf(m).any()  # a table wide enough that some partitions hold no block
+    torch.testing.assert_close(split._launch_unchecked(*args, 0.3, 8), split.merge_partitions(acc, m, l),
+                               atol=1e-6, rtol=1e-5)
+
+
 def test_merging_partitions_is_the_softmax_over_their_union():
     """merge_partitions on hand-made states: two partitions, one empty (m = -inf), in log2 units."""
     pytest.importorskip("triton")
@@ -335,9 +346,21 @@ def test_kernel_compiles_for_gpus_without_a_gpu():
                                                   target=GPUTarget("cuda", arch, 32))
                         assert compiled.asm["cubin"], (kernel.__name__, arch, dtype, group)
                         print("OK", kernel.__name__, arch, dtype, group, block_size, head_dim)
+        from pagedkv_lib.attention.triton_split_decode import _merge_partitions_kernel as merge
+        for arch in (80, 90):
+            for dtype in ("fp32", "fp16", "bf16"):
+                for head_dim in (128, 24):
+                    sig = {name: ("*" + dtype if name == "out_ptr" else "*fp32") if name.endswith("_ptr") else
+                           "i32" if name == "num_parts" or name.startswith("stride") else "constexpr"
+                           for name in merge.arg_names}
+                    compiled = triton.compile(ASTSource(merge, sig, constexprs=dict(HEAD_DIM=head_dim,
+                                                                                    PAD_DIM=_padded(head_dim))),
+                                              target=GPUTarget("cuda", arch, 32))
+                    assert compiled.asm["cubin"], (arch, dtype, head_dim)
+                    print("OK merge", arch, dtype, head_dim)
     """, env)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("OK") == 36, result.stdout
+    assert result.stdout.count("OK") == 48, result.stdout
 
 
 @pytest.mark.parametrize("module", ["triton_decode", "triton_split_decode"])

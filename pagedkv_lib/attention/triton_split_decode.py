@@ -109,6 +109,34 @@ def merge_partitions(acc: torch.Tensor, m: torch.Tensor, l: torch.Tensor) -> tor
     return (weight[..., None] * acc).sum(dim=-2) / (weight * l).sum(dim=-1)[..., None]
 
 
+@triton.jit
+def _merge_partitions_kernel(acc_ptr, m_ptr, l_ptr, out_ptr, num_parts,
+                             stride_ob, stride_oh, stride_od,
+                             HEAD_DIM: tl.constexpr, PAD_DIM: tl.constexpr):
+    """:func:`merge_partitions` in one launch: one program = sequence ``b`` x query head, its partitions in turn.
+
+    Partition 0 always holds the sequence's first block (``T >= 1``), so its ``m`` is finite and a fine
+    start for the largest ``m``.
+    """
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    d = tl.arange(0, PAD_DIM)
+    d_ok = d < HEAD_DIM
+    row0 = (seq * tl.num_programs(1) + head).to(tl.int64) * num_parts
+
+    m_max = tl.load(m_ptr + row0)
+    for p in range(1, num_parts):
+        m_max = tl.maximum(m_max, tl.load(m_ptr + row0 + p))
+    num = tl.zeros([PAD_DIM], tl.float32)
+    den = tl.full([], 0.0, tl.float32)
+    for p in range(0, num_parts):
+        weight = tl.exp2(tl.load(m_ptr + row0 + p) - m_max)  # 0 for a partition with no token
+        num += weight * tl.load(acc_ptr + (row0 + p) * HEAD_DIM + d, mask=d_ok, other=0.0)
+        den += weight * tl.load(l_ptr + row0 + p)
+    tl.store(out_ptr + seq * stride_ob + head * stride_oh + d * stride_od,
+             (num / den).to(out_ptr.dtype.element_ty), mask=d_ok)
+
+
 def paged_decode_triton_split(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                               block_tables: torch.Tensor, seq_lens: torch.Tensor, *,
                               scale: float | None = None,
@@ -132,12 +160,25 @@ def paged_decode_triton_split(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
 
 def _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale: float,
                       partition_tokens: int = VLLM_PARTITION_TOKENS) -> torch.Tensor:
-    """The two steps alone, for arguments :func:`paged_decode_triton_split` would accept."""
+    """The two steps alone, for arguments :func:`paged_decode_triton_split` would accept: the partition
+    kernel, then :func:`merge_partitions` as one Triton launch (in torch it is about nine small kernels)."""
     _check_device_mode(q)
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if q.shape[0] == 0:
+        return out
+    acc, m, l = _partials(q, k_cache, v_cache, block_tables, seq_lens, scale, partition_tokens)
+    batch, num_q_heads, head_dim = q.shape
+    _merge_partitions_kernel[(batch, num_q_heads)](acc, m, l, out, m.shape[-1], *out.stride(),
+                                                   HEAD_DIM=head_dim, PAD_DIM=_padded(head_dim))
+    return out
+
+
+def _partials(q, k_cache, v_cache, block_tables, seq_lens, scale: float,
+              partition_tokens: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The partition kernel's ``(acc, m, l)``: ``[B, H_q, P, D]``, ``[B, H_q, P]`` and ``[B, H_q, P]``, fp32
+    (``B >= 1``; the tensors where the kernel can run: :func:`_launch_unchecked` checks)."""
     batch, num_q_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
-    if batch == 0:
-        return torch.empty_like(q, memory_format=torch.contiguous_format)
     blocks_per_partition = partition_tokens // block_size
     parts = triton.cdiv(block_tables.shape[1], blocks_per_partition)
     acc = torch.empty(batch, num_q_heads, parts, head_dim, dtype=torch.float32, device=q.device)
@@ -153,4 +194,4 @@ def _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale: float,
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         BLOCKS_PER_PARTITION=blocks_per_partition,
     )
-    return merge_partitions(acc, m, l).to(q.dtype)
+    return acc, m, l

@@ -7,6 +7,8 @@ serial loop, and most of the GPU waits. Here each sequence is cut into *partitio
 partition), and each program writes a partial result: its running max ``m``, sum ``l`` and
 unnormalised accumulator ``acc``. A second step merges a sequence's partials exactly as the online
 softmax merges blocks: rescale each by ``2 ** (m_p - max_p m_p)``, add, divide by the summed ``l``.
+:func:`merge_partitions` says it in torch; the kernels use :func:`_merge_partitions_kernel`, the same in
+one launch (on a GPU the torch version's nine small kernels cost more than the merge's arithmetic).
 
 The loop inside a partition is :func:`~.triton_decode._paged_decode_kernel`'s, over a range of
 blocks; read that kernel first. Same contract, checks and tolerances as

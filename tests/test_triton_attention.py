@@ -1,4 +1,4 @@
-"""The Triton paged decode kernel equals attention over the logical K/V, wherever blocks live.
+"""The Triton paged decode kernels, single-pass and partitioned, equal attention over the logical K/V, wherever blocks live.
 
 Without a GPU the kernel runs under Triton's CPU interpreter. ``triton.jit`` picks the
 interpreter when a function is *defined* (Triton's helpers when triton is first imported), so

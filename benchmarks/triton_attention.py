@@ -99,21 +99,20 @@ def timed_methods(triton_attention, triton_split, partitions: list[int]) -> dict
     """Name -> function of a case. ``triton_paged`` is the public call (argument checks included:
     they copy the tables to the host and wait for the GPU); ``triton_kernel`` the launch alone;
     ``triton_split_P`` the partitioned kernel and its merge, partitions of ``P`` tokens, unchecked."""
+    def unchecked(c):  # what the unchecked launches take: the case's tensors and the default scale
+        return c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"], 1.0 / math.sqrt(c["q"].shape[-1])
+
     def triton_paged(c):
-        return triton_attention.paged_decode_triton(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"])
+        return triton_attention.paged_decode_triton(*unchecked(c)[:5])
 
     def triton_kernel(c):
-        return triton_attention._launch_unchecked(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
-                                                 1.0 / math.sqrt(c["q"].shape[-1]))
+        return triton_attention._launch_unchecked(*unchecked(c))
 
     def split(size):
-        return lambda c: triton_split._launch_unchecked(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
-                                                        1.0 / math.sqrt(c["q"].shape[-1]), size)
+        return lambda c: triton_split._launch_unchecked(*unchecked(c), size)
 
     def split_torch_merge(c):  # the A/B of the one-launch merge: the same partials, merged in torch
-        partials = triton_split._partials(c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"],
-                                          1.0 / math.sqrt(c["q"].shape[-1]), partitions[0])
-        return triton_split.merge_partitions(*partials).to(c["q"].dtype)
+        return triton_split.merge_partitions(*triton_split._partials(*unchecked(c), partitions[0])).to(c["q"].dtype)
 
     return dict(triton_kernel=triton_kernel, triton_paged=triton_paged,
                 **{f"triton_split_{size}": split(size) for size in partitions},

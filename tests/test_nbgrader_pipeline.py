@@ -10,14 +10,12 @@ import csv
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pagedkv_lib import course
-from pagedkv_lib.course.instructor.course_layout import nbgrader_env
+from pagedkv_lib.course.instructor.course_layout import run_nbgrader
 from conftest import REPO
 from psets_kernel import NO_TRITON
 
@@ -95,8 +93,7 @@ KERNEL_SHUTDOWN_RACE = re.compile(
 
 def _validate(student: Path, root: Path) -> tuple[str, str]:
     """``nbgrader validate STUDENT`` in ``root``: its report (stdout) and its log (stderr, with the kernel's)."""
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", "validate", str(student)], cwd=root,
-                          env=nbgrader_env(), capture_output=True, text=True)
+    proc = run_nbgrader("validate", str(student), course_dir=root)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return proc.stdout, proc.stderr
 

@@ -52,8 +52,8 @@ def _device(tri) -> str:
 def _in_partitions_of_two_blocks(q, k_cache, v_cache, block_tables, seq_lens, **kwargs):
     """The partitioned kernel with partitions of two blocks, so small test batches have several."""
     from pagedkv_lib.attention.triton_split_decode import paged_decode_triton_split
-    size = 2 * k_cache.shape[1] if isinstance(k_cache, torch.Tensor) else 2
-    return paged_decode_triton_split(q, k_cache, v_cache, block_tables, seq_lens, partition_tokens=size, **kwargs)
+    return paged_decode_triton_split(q, k_cache, v_cache, block_tables, seq_lens,
+                                     partition_tokens=2 * k_cache.shape[1], **kwargs)
 
 
 @pytest.fixture(scope="module", params=["single_pass", "partitioned"])

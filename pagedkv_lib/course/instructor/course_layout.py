@@ -35,10 +35,16 @@ def nbgrader_env(extra: dict | None = None) -> dict:
     return dict(os.environ, PATH=path, **(extra or {}))
 
 
+def run_nbgrader(*args: str, course_dir=".") -> subprocess.CompletedProcess:
+    """Run ``nbgrader ARGS`` in ``course_dir``; its stdout (what a command reports, e.g. Validate's report)
+    and stderr (its log and its kernels') apart, whatever the exit code."""
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, env=nbgrader_env(),
+                          capture_output=True, text=True)
+
+
 def nbgrader(*args: str, course_dir=".") -> str:
     """Run ``nbgrader ARGS`` in ``course_dir`` and return its log; raise with the log's tail on failure."""
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, env=nbgrader_env(),
-                          capture_output=True, text=True)
+    proc = run_nbgrader(*args, course_dir=course_dir)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
         raise PagedKVError(f"nbgrader {' '.join(args)} failed (exit {proc.returncode}):\n{log[-3000:]}")

@@ -49,7 +49,10 @@ def classic_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def browser():
     require_browser()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+    # expect() has its own ceiling (5 s), apart from the tab's: a kernel's first import of the library
+    # took longer than that on a loaded CI runner, so the assertions share the tab's ceiling.
+    expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
                                      args=["--no-sandbox", "--disable-dev-shm-usage"])

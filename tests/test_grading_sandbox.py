@@ -158,7 +158,8 @@ def test_ps3_hides_the_library_kernels_a_learner_could_call(tmp_path):
         "pagedkv"]["graded_functions"]
     kernels = {"pagedkv_lib.attention.triton_decode:_paged_decode_kernel",
                *(f"pagedkv_lib.attention.triton_split_decode:{name}"
-                 for name in ("paged_decode_triton_split", "_launch_unchecked", "_paged_decode_partition_kernel"))}
+                 for name in ("paged_decode_triton_split", "_launch_unchecked", "_paged_decode_partition_kernel",
+                              "_merge_partitions_kernel"))}
     assert kernels <= set(graded)
     expected = paged_decode_reference(*random_paged_batch([5, 8], block_size=4, num_kv_heads=2, group=2, head_dim=8,
                                                           seed=1).args())
@@ -177,6 +178,32 @@ def test_ps3_hides_the_library_kernels_a_learner_could_call(tmp_path):
                 assert out.startswith("["), out[:300]
                 got = torch.tensor(json.loads(out)).reshape(expected.shape)
                 torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def _triton_kernels() -> set[str]:
+    """Every ``@triton.jit`` (or other ``@triton.*``) definition in the library, as ``"pagedkv_lib.module:name"``."""
+    import ast
+    found = set()
+    for path in sorted((REPO / "pagedkv_lib").rglob("*.py")):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef):
+                for decorator in node.decorator_list:
+                    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    if ast.unparse(target).startswith("triton."):
+                        found.add(f"{module}:{node.name}")
+    return found
+
+
+def test_every_triton_kernel_in_the_library_is_hidden_while_ps3_is_graded_or_kept_with_a_reason():
+    """A learner's bonus kernel may call any Triton kernel the grading library holds, and the stub evidence
+    probe cannot call a kernel from a kernel: so the list is derived from the code, not remembered. A kernel
+    added to the library fails here until ps3 hides it or says in ``kept_visible`` why it gives no answer."""
+    meta = json.loads((REPO / "solutions/ps3_code/ps3_code.ipynb").read_text(encoding="utf-8"))["metadata"]["pagedkv"]
+    kernels = _triton_kernels()
+    assert "pagedkv_lib.attention.triton_decode:_paged_decode_kernel" in kernels   # the walk finds the lesson's kernel
+    exposed = kernels - set(meta["graded_functions"]) - set(meta.get("kept_visible", {}))
+    assert not exposed, f"Triton kernels a ps3 bonus kernel could call while graded: {sorted(exposed)}"
 
 
 def _course(tmp_path: Path, name="ps1_intuition") -> Path:

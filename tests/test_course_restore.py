@@ -55,7 +55,7 @@ def graded(tmp_path_factory):
         dst = root / "submitted" / student / NAME / f"{NAME}.ipynb"
         dst.parent.mkdir(parents=True)
         dst.write_text(json.dumps(nb), encoding="utf-8")
-    statuses = {s.student: s for s in course.autograde(root, timeout_s=10, workers=2, progress=False)}
+    statuses = {s.student: s for s in course.autograde(root, workers=2, progress=False)}
     with (root / "grades.csv").open(encoding="utf-8") as f:
         scores = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(f)}
     return root, release, statuses, scores

@@ -180,19 +180,37 @@ def test_ps3_hides_the_library_kernels_a_learner_could_call(tmp_path):
                 torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
-def _triton_kernels() -> set[str]:
-    """Every ``@triton.jit`` (or other ``@triton.*``) definition in the library, as ``"pagedkv_lib.module:name"``."""
+def _triton_kernels(root: Path = REPO) -> set[str]:
+    """Every definition in ``root``'s library decorated from Triton (``@triton.jit``, ``@tr.autotune(...)`` after
+    ``import triton as tr``, ``@jit`` after ``from triton import jit``), as ``"pagedkv_lib.module:name"``."""
     import ast
     found = set()
-    for path in sorted((REPO / "pagedkv_lib").rglob("*.py")):
-        module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for path in sorted((root / "pagedkv_lib").rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules, names = {"triton"}, set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules |= {a.asname or a.name for a in node.names if a.name.split(".")[0] == "triton"}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "triton":
+                names |= {a.asname or a.name for a in node.names}
+        for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef):
                 for decorator in node.decorator_list:
-                    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-                    if ast.unparse(target).startswith("triton."):
+                    target = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
+                    if target.split(".")[0] in names | modules:
                         found.add(f"{module}:{node.name}")
     return found
+
+
+def test_the_kernel_walk_finds_each_way_of_writing_a_triton_decorator(tmp_path):
+    (tmp_path / "pagedkv_lib" / "sub").mkdir(parents=True)
+    (tmp_path / "pagedkv_lib/a.py").write_text("import triton as tr\n@tr.jit\ndef k1(x):\n    pass\n")
+    (tmp_path / "pagedkv_lib/sub/__init__.py").write_text(
+        "from triton import jit\n@jit\ndef k2(x):\n    pass\n@other\ndef plain(x):\n    pass\n")
+    (tmp_path / "pagedkv_lib/c.py").write_text(
+        "import triton\n@triton.autotune(configs=[], key=[])\n@triton.jit\ndef k3(x):\n    pass\ndef f():\n    pass\n")
+    assert _triton_kernels(tmp_path) == {"pagedkv_lib.a:k1", "pagedkv_lib.sub:k2", "pagedkv_lib.c:k3"}
 
 
 def test_every_triton_kernel_in_the_library_is_hidden_while_ps3_is_graded_or_kept_with_a_reason():

@@ -251,6 +251,7 @@ class _Reference:
                           target=int(p), gen=0, last=0.0, ttft=None, finish=None)
                      for i, (p, o, a) in enumerate(zip(trace.prompt_len, trace.output_len, trace.arrival_s))]
         self.waiting, self.swapped, self.running = [], [], []
+        self.peak = 0
         self.gaps, self.stalls, self.swaps, self.recomputes, self.moved_total = [], 0, 0, 0, 0
 
     def blocks(self, tokens):
@@ -278,10 +279,10 @@ class _Reference:
         self.waiting.insert(0, q)
         return 0
 
-    def write_prompt_tokens(self, q, budget):
+    def write_prompt_tokens(self, q, budget, reserved):
         taken = 0
         while taken < budget and q["kv"] < q["target"]:
-            if q["kv"] % self.S == 0 and self.free() == 0:
+            if q["kv"] % self.S == 0 and self.free() == reserved:
                 break
             q["kv"] += 1
             taken += 1
@@ -324,10 +325,11 @@ class _Reference:
                         decoding.remove(victim)
                     moved += self.preempt(victim)
             budget, prefilled, completed = self.B - len(decoding), 0, []
+            reserved = sum(q["kv"] % self.S == 0 for q in decoding)   # the decodes' next blocks
             if self.chunked:
                 for q in list(self.running):
                     if budget > 0 and q["kv"] < q["target"]:
-                        took = self.write_prompt_tokens(q, budget)
+                        took = self.write_prompt_tokens(q, budget, reserved)
                         budget, prefilled = budget - took, prefilled + took
                         if q["kv"] == q["target"]:
                             completed.append(q)
@@ -335,11 +337,11 @@ class _Reference:
                 q = self.waiting[0]
                 if not self.chunked and q["target"] > budget:
                     break
-                if self.blocks(min(q["target"], budget)) > self.free():
+                if self.blocks(min(q["target"], budget)) > self.free() - reserved:
                     break
                 self.waiting.pop(0)
                 self.running.append(q)
-                took = self.write_prompt_tokens(q, budget)
+                took = self.write_prompt_tokens(q, budget, reserved)
                 budget, prefilled = budget - took, prefilled + took
                 if q["kv"] == q["target"]:
                     completed.append(q)
@@ -347,8 +349,10 @@ class _Reference:
                 moved += self.preempt(self.running[-1])
             self.moved_total += moved
             now += self.decode_s + prefilled * self.token_s + moved / self.link
+            self.peak = max(self.peak, self.used() + reserved)
             for q in decoding:
                 q["kv"] += 1
+                assert self.used() <= self.N
                 self.token(q, now)
             for q in completed:
                 self.token(q, now)
@@ -372,6 +376,18 @@ def test_timed_loop_equals_the_token_by_token_reference(trace, chunked, budget, 
     assert sorted(res.token_gaps_s.tolist()) == pytest.approx(sorted(ref.gaps))
     assert (res.stalled_decodes, res.preempted_swap, res.preempted_recompute, res.swapped_bytes) == (
         ref.stalls, ref.swaps, ref.recomputes, ref.moved_total)
+    assert res.peak_blocks == ref.peak
+
+
+def test_an_admission_leaves_the_decodes_their_next_blocks():
+    """Found while adding prefix caching: a decode's next block was freed by preempting the youngest, and the
+    preempted request, admitted again in the same step, took it, so 27 of 26 blocks were held."""
+    trace = trace_from_lengths([1, 15, 1, 1, 13, 1, 1, 1, 1, 1], [1, 13, 1, 1, 13, 1, 1, 1, 1, 1])
+    kw = dict(num_blocks=26, S=2, budget=64, chunked=False, preemption="recompute", cpu_blocks=0)
+    res = serve_timed(trace, num_blocks=26, block_size=2, token_budget=64, chunked_prefill=False, model=TINY,
+                      decode_step_s=1.0, prefill_tokens_per_s=4.0)
+    ref = _Reference(trace, **kw, spec=TINY, decode_s=1.0, token_s=0.25, link=256.0).run()  # asserts blocks <= 26
+    assert res.peak_blocks == ref.peak <= 26 and res.preempted_recompute == ref.recomputes >= 1
 
 
 def test_conversation_and_tier_arguments_are_refused_by_name():

@@ -179,13 +179,14 @@ class _Engine:
         else:
             decoding, swapped_out = self._make_room(decoding)
             moved += swapped_out
-        prefilled, completed = self._schedule_prefill(self.budget - len(decoding))
+        opening = sum(self.kv[r] % self.S == 0 for r in decoding)  # blocks the decodes open at the step's end
+        prefilled, completed = self._schedule_prefill(self.budget - len(decoding), opening)
         if not (decoding or prefilled or moved) and self.running:
             moved += self._preempt(self.running[-1])  # prompts stuck without blocks: free the youngest
         end = now + self.decode_s + prefilled * self.prefill_token_s + moved / self.link
         self.counts["steps"] += 1
         self.counts["step_max"] = max(self.counts["step_max"], prefilled + len(decoding))
-        self.counts["peak"] = max(self.counts["peak"], self.used)
+        self.counts["peak"] = max(self.counts["peak"], self.used + opening)
         finished = self._decode(decoding, end)
         for r in completed:
             finished += self._token(r, end)
@@ -292,12 +293,13 @@ class _Engine:
         r = self.waiting[0]
         return blocks_needed(self.target[r], self.S) <= self.num_blocks - self.used
 
-    def _schedule_prefill(self, budget: int) -> tuple[int, list[int]]:
+    def _schedule_prefill(self, budget: int, reserved: int) -> tuple[int, list[int]]:
         """Prefill tokens within ``budget``: unfinished prompts of running requests first, then admissions.
 
-        Returns the tokens prefilled and the requests whose prefill completed this step. Without
-        chunking a prompt is prefilled whole or not at all. Admission is first come, first served:
-        the first waiting request that does not fit stops it.
+        ``reserved`` free blocks are left for the step's decodes. Returns the tokens prefilled and
+        the requests whose prefill completed this step. Without chunking a prompt is prefilled
+        whole or not at all. Admission is first come, first served: the first waiting request that
+        does not fit stops it.
         """
         S, total, completed = self.S, 0, []
         if self.chunked:
@@ -305,7 +307,7 @@ class _Engine:
                 if budget <= 0:
                     break
                 if self.kv[r] < self.target[r]:
-                    take = self._chunk(r, budget)
+                    take = self._chunk(r, budget, reserved)
                     budget, total = budget - take, total + take
                     if self.kv[r] == self.target[r]:
                         completed.append(r)
@@ -313,20 +315,21 @@ class _Engine:
             r = self.waiting[0]
             if not self.chunked and self.target[r] > budget:
                 break
-            if blocks_needed(min(self.target[r], budget), S) > self.num_blocks - self.used:
+            if blocks_needed(min(self.target[r], budget), S) > self.num_blocks - self.used - reserved:
                 break
             self.waiting.popleft()
             self.running.append(r)
-            take = self._chunk(r, budget)
+            take = self._chunk(r, budget, reserved)
             budget, total = budget - take, total + take
             if self.kv[r] == self.target[r]:
                 completed.append(r)
         return total, completed
 
-    def _chunk(self, r: int, budget: int) -> int:
-        """Prefill as much of request ``r``'s remaining prompt as the budget and free blocks allow."""
+    def _chunk(self, r: int, budget: int, reserved: int) -> int:
+        """Prefill as much of request ``r``'s remaining prompt as the budget and the free blocks but
+        ``reserved`` allow."""
         S = self.S
-        free_slots = (self.num_blocks - self.used) * S + (-self.kv[r]) % S
+        free_slots = (self.num_blocks - self.used - reserved) * S + (-self.kv[r]) % S
         take = min(self.target[r] - self.kv[r], budget, free_slots)
         self.used += blocks_needed(self.kv[r] + take, S) - blocks_needed(self.kv[r], S)
         self.kv[r] += take

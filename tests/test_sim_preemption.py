@@ -16,7 +16,7 @@ from pagedkv_lib import accounting as acc
 from pagedkv_lib.blocks.block_hash import sha256
 from pagedkv_lib.sim import preemption_cost as pc
 from pagedkv_lib.sim.cpu_tier import replay_with_cpu_tier
-from pagedkv_lib.sim.timed_serving import serve_timed
+from pagedkv_lib.sim.timed_serving import _FreeQueue, serve_timed
 from pagedkv_lib.sim.workloads import multi_turn_conversations, trace_from_lengths
 
 TINY = acc.ModelSpec("tiny", 2, 1, 8, num_params=1e6)  # C_tok = 2 * 2 * 1 * 8 * 2 = 64 bytes
@@ -105,12 +105,13 @@ def small_traces(draw):
 @settings(max_examples=120, deadline=None)
 @given(trace=small_traces(), chunked=st.booleans(), budget=st.integers(8, 64),
        preemption=st.sampled_from(["recompute", "swap", "cheaper"]), num_blocks=st.integers(26, 40),
-       cpu_blocks=st.sampled_from([0, 8, 1000]))
-def test_every_request_finishes_within_memory_and_budget(trace, chunked, budget, preemption, num_blocks, cpu_blocks):
+       cpu_blocks=st.sampled_from([0, 8, 1000]), caching=st.booleans())
+def test_every_request_finishes_within_memory_and_budget(trace, chunked, budget, preemption, num_blocks, cpu_blocks,
+                                                         caching):
     if not chunked:
         budget = 64  # without chunking a whole request must fit one step
     res = _timed(trace, chunked_prefill=chunked, token_budget=budget, preemption=preemption,
-                 num_blocks=num_blocks, cpu_blocks=cpu_blocks)
+                 num_blocks=num_blocks, cpu_blocks=cpu_blocks, prefix_caching=caching)
     R = len(trace)
     assert len(res.token_gaps_s) == int(trace.output_len.sum()) - R   # every token after each first one
     assert np.all(res.ttft_s > 0) and np.all(res.token_gaps_s > 0)
@@ -123,7 +124,10 @@ def test_every_request_finishes_within_memory_and_budget(trace, chunked, budget,
     if preemption == "recompute" or cpu_blocks == 0:
         assert res.preempted_swap == 0 and res.swapped_bytes == 0
     if res.preempted_recompute == 0:
-        assert res.recomputed_tokens == 0
+        assert res.recomputed_tokens == 0 and res.reused_tokens == 0
+    assert res.recomputed_tokens >= 0 and res.reused_tokens % 2 == 0   # whole blocks of 2 tokens are reused
+    if not caching:
+        assert res.reused_tokens == 0
 
 
 def test_swap_beats_recompute_when_the_link_is_fast_and_the_cost_model_picks_it():
@@ -144,6 +148,36 @@ def test_bad_arguments_are_refused_by_name():
         _timed(trace, chunked_prefill=False, token_budget=8)
     with pytest.raises(ValueError, match="num_blocks"):
         _timed(trace, num_blocks=3)
+    with pytest.raises(TypeError, match="prefix_caching must be True or False, got 'yes'"):
+        _timed(trace, prefix_caching="yes")
+
+
+def test_the_free_queue_gives_a_preempted_requests_last_blocks_away_first():
+    """vLLM's tail-first order: blocks freed together go back last block first, and reuse takes the head."""
+    queue = _FreeQueue(3)        # three blocks nobody will ask for
+    queue.put(4, owner=7)        # request 7's blocks 3, 2, 1, 0, in that order from the head
+    queue.take(5)                # the three free ones, then request 7's blocks 3 and 2
+    assert queue.cached(7) == 2  # blocks 0 and 1 are left: a prefix, which a chain of block hashes can hit
+    queue.reuse(7)
+    assert queue.cached(7) == 0 and sum(run[1] for run in queue.runs) == 0
+
+
+def test_prefix_caching_spares_recomputing_the_blocks_nobody_took_by_hand():
+    """Left: request 4 is preempted (24 KV tokens, 12 full blocks) and admitted again in the same step,
+    before anything reuses its blocks: with caching it recomputes none of them, and finishes 24 x 0.25 s
+    sooner. Right: the other request's growth takes the freed blocks, the preempted one's last first,
+    so only its first block (2 tokens) is left to hit. Both against the reference's named blocks."""
+    left = trace_from_lengths([1, 15, 1, 1, 13, 1, 1, 1, 1, 1], [1, 13, 1, 1, 13, 1, 1, 1, 1, 1])
+    off, on = (_timed(left, num_blocks=26, token_budget=64, chunked_prefill=False, prefix_caching=c,
+                      prefill_tokens_per_s=4.0) for c in (False, True))
+    assert (off.recomputed_tokens, off.reused_tokens, on.recomputed_tokens, on.reused_tokens) == (24, 0, 0, 24)
+    assert off.finish_s[4] - on.finish_s[4] == 24 * 0.25
+    right = trace_from_lengths([12, 12], [12, 12])
+    res = _timed(right, num_blocks=13, token_budget=64, prefix_caching=True, prefill_tokens_per_s=4.0)
+    ref = _Reference(right, num_blocks=13, S=2, budget=64, chunked=True, preemption="recompute", cpu_blocks=0,
+                     spec=TINY, decode_s=1.0, token_s=0.25, link=1.0, caching=True).run()
+    assert (res.preempted_recompute, res.recomputed_tokens, res.reused_tokens) == (1, 10, 2)
+    assert (ref.recomputes, ref.recomputed, ref.reused) == (1, 10, 2)
 
 
 # ------------------------------------------------------------------ multi-turn trace and the CPU tier
@@ -241,17 +275,23 @@ class _Reference:
     A prefill chunk writes its tokens one at a time and opens a block whenever a token starts
     one; a token that would need a block when none is free is not written. Preemption, resumption
     and the step-time formula follow the module docstring of ``timed_serving``.
+
+    With ``caching``, the free queue is a list of named blocks, head first: ``None`` for a block
+    nobody will ask for, ``(request, preemption, j)`` for block ``j`` of a request preempted by
+    recompute. A block opens by taking the head; a re-admitted request hits the longest run of
+    its blocks 0, 1, ... still in the list, wherever they are.
     """
 
     def __init__(self, trace, *, num_blocks, S, budget, chunked, preemption, cpu_blocks, spec, decode_s, token_s,
-                 link):
+                 link, caching=False):
         self.N, self.S, self.B, self.chunked, self.mode, self.cpu_cap = num_blocks, S, budget, chunked, preemption, cpu_blocks
         self.spec, self.decode_s, self.token_s, self.link = spec, decode_s, token_s, link
+        self.caching, self.queue, self.reused, self.recomputed = caching, [None] * num_blocks, 0, 0
+        self.peak = 0
         self.reqs = [dict(id=i, prompt=int(p), out=int(o[0]), arrival=float(a - trace.arrival_s[0]), kv=0,
                           target=int(p), gen=0, last=0.0, ttft=None, finish=None)
                      for i, (p, o, a) in enumerate(zip(trace.prompt_len, trace.output_len, trace.arrival_s))]
         self.waiting, self.swapped, self.running = [], [], []
-        self.peak = 0
         self.gaps, self.stalls, self.swaps, self.recomputes, self.moved_total = [], 0, 0, 0, 0
 
     def blocks(self, tokens):
@@ -263,6 +303,24 @@ class _Reference:
     def free(self):
         return self.N - self.used()
 
+    def open_block(self):
+        if self.caching:
+            self.queue.pop(0)
+
+    def release(self, q, cached):
+        """``q``'s blocks back to the queue's tail: a partly filled last block, then its full ones last first."""
+        if self.caching:
+            full = q["kv"] // self.S if cached else 0
+            q["preempted"] = q.get("preempted", 0) + 1
+            self.queue += [None] * (self.blocks(q["kv"]) - full)
+            self.queue += [(q["id"], q["preempted"], j) for j in reversed(range(full))]
+
+    def hits(self, q):
+        c = 0
+        while (q["id"], q.get("preempted"), c) in self.queue:
+            c += 1
+        return c
+
     def preempt(self, q):
         self.running.remove(q)
         mode = self.mode
@@ -271,10 +329,13 @@ class _Reference:
                                          prefill_tokens_per_s=1 / self.token_s)
         cpu_used = sum(self.blocks(s["kv"]) for s in self.swapped)
         if mode == "swap" and cpu_used + self.blocks(q["kv"]) <= self.cpu_cap:
+            self.release(q, cached=False)
             self.swapped.append(q)
             self.swaps += 1
             return acc.hybrid_kv_bytes(self.spec, q["kv"])
+        self.release(q, cached=True)
         self.recomputes += 1
+        self.recomputed += q["kv"]
         q["kv"], q["target"] = 0, q["prompt"] + q["gen"]
         self.waiting.insert(0, q)
         return 0
@@ -282,8 +343,10 @@ class _Reference:
     def write_prompt_tokens(self, q, budget, reserved):
         taken = 0
         while taken < budget and q["kv"] < q["target"]:
-            if q["kv"] % self.S == 0 and self.free() == reserved:
-                break
+            if q["kv"] % self.S == 0:
+                if self.free() == reserved:
+                    break
+                self.open_block()
             q["kv"] += 1
             taken += 1
         return taken
@@ -297,6 +360,7 @@ class _Reference:
         if q["gen"] == q["out"]:
             q["finish"] = t
             self.running.remove(q)
+            self.release(q, cached=False)
 
     def run(self):
         now, arrived, R = 0.0, 0, len(self.reqs)
@@ -311,6 +375,8 @@ class _Reference:
             while self.swapped and len(self.running) < 256 and self.blocks(self.swapped[0]["kv"]) <= self.free():
                 q = self.swapped.pop(0)
                 self.running.append(q)
+                for _ in range(self.blocks(q["kv"])):
+                    self.open_block()
                 moved += acc.hybrid_kv_bytes(self.spec, q["kv"])
             decoding = [q for q in self.running if q["kv"] >= q["target"]]
             head_fits = (not self.chunked and self.waiting and not self.swapped and len(self.running) < 256
@@ -335,12 +401,18 @@ class _Reference:
                             completed.append(q)
             while self.waiting and budget > 0 and not self.swapped and len(self.running) < 256:
                 q = self.waiting[0]
-                if not self.chunked and q["target"] > budget:
+                hit = self.hits(q) if self.caching else 0
+                if not self.chunked and q["target"] - hit * self.S > budget:
                     break
-                if self.blocks(min(q["target"], budget)) > self.free() - reserved:
+                if self.blocks(min(q["target"], hit * self.S + budget)) > self.free() - reserved:
                     break
                 self.waiting.pop(0)
                 self.running.append(q)
+                for j in range(hit):
+                    self.queue.remove((q["id"], q["preempted"], j))
+                q["kv"] = hit * self.S
+                self.reused += hit * self.S
+                self.recomputed -= hit * self.S
                 took = self.write_prompt_tokens(q, budget, reserved)
                 budget, prefilled = budget - took, prefilled + took
                 if q["kv"] == q["target"]:
@@ -351,32 +423,36 @@ class _Reference:
             now += self.decode_s + prefilled * self.token_s + moved / self.link
             self.peak = max(self.peak, self.used() + reserved)
             for q in decoding:
+                if q["kv"] % self.S == 0:
+                    self.open_block()
                 q["kv"] += 1
                 assert self.used() <= self.N
                 self.token(q, now)
             for q in completed:
                 self.token(q, now)
+            assert not self.caching or len(self.queue) == self.free()
         return self
 
 
 @settings(max_examples=120, deadline=None)
 @given(trace=small_traces(), chunked=st.booleans(), budget=st.integers(8, 64),
        preemption=st.sampled_from(["recompute", "swap", "cheaper"]), num_blocks=st.integers(26, 40),
-       cpu_blocks=st.sampled_from([0, 8, 1000]))
-def test_timed_loop_equals_the_token_by_token_reference(trace, chunked, budget, preemption, num_blocks, cpu_blocks):
+       cpu_blocks=st.sampled_from([0, 8, 1000]), caching=st.booleans())
+def test_timed_loop_equals_the_token_by_token_reference(trace, chunked, budget, preemption, num_blocks, cpu_blocks,
+                                                        caching):
     if not chunked:
         budget = 64
     res = serve_timed(trace, num_blocks=num_blocks, block_size=2, token_budget=budget, chunked_prefill=chunked,
                       preemption=preemption, cpu_blocks=cpu_blocks, model=TINY, decode_step_s=1.0,
-                      prefill_tokens_per_s=4.0, flops_per_s=1e15, link_bytes_per_s=256.0)
+                      prefill_tokens_per_s=4.0, flops_per_s=1e15, link_bytes_per_s=256.0, prefix_caching=caching)
     ref = _Reference(trace, num_blocks=num_blocks, S=2, budget=budget, chunked=chunked, preemption=preemption,
-                     cpu_blocks=cpu_blocks, spec=TINY, decode_s=1.0, token_s=0.25, link=256.0).run()
+                     cpu_blocks=cpu_blocks, spec=TINY, decode_s=1.0, token_s=0.25, link=256.0, caching=caching).run()
+    assert (res.recomputed_tokens, res.reused_tokens, res.peak_blocks) == (ref.recomputed, ref.reused, ref.peak)
     assert res.ttft_s.tolist() == pytest.approx([q["ttft"] for q in ref.reqs])
     assert res.finish_s.tolist() == pytest.approx([q["finish"] for q in ref.reqs])
     assert sorted(res.token_gaps_s.tolist()) == pytest.approx(sorted(ref.gaps))
     assert (res.stalled_decodes, res.preempted_swap, res.preempted_recompute, res.swapped_bytes) == (
         ref.stalls, ref.swaps, ref.recomputes, ref.moved_total)
-    assert res.peak_blocks == ref.peak
 
 
 def test_an_admission_leaves_the_decodes_their_next_blocks():

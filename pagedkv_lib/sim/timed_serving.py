@@ -27,6 +27,14 @@ free, the youngest running request is preempted:
   transfer back;
 * ``"cheaper"``: whichever :func:`~.preemption_cost.cheaper_preemption` says costs less for it.
 
+With ``prefix_caching=True`` (vLLM v1's default), a request preempted by recompute leaves its full
+blocks in the free queue as a cached prefix, put back tail-first: free blocks are reused from the
+queue's head, so the blocks other requests take first are its *last* ones, and what is left of it
+is always a prefix. When it is admitted again, those surviving blocks are prefix-cache hits
+(``reused_tokens``) and only the rest is prefilled again. (vLLM does this by hashing block
+contents; here no two requests share a prompt, so a preempted request is the only one that can hit
+its own blocks, and :class:`_FreeQueue` tracks that by owner.)
+
 Per-request semantics: a prefill that completes produces the request's next token (its first,
 or the next one after a recompute); each decode step writes the last token's K/V and produces
 the next. A request holds ``prompt + generated - 1`` KV tokens while it decodes.
@@ -57,7 +65,9 @@ class TimedResult:
     latency, stalls included); ``stalled_decodes`` (request, step) pairs where a running
     request waited without a token; ``steps``; ``preempted_swap`` / ``preempted_recompute``
     preemptions of each kind; ``swapped_bytes`` moved over the host link (both ways);
-    ``recomputed_tokens`` prefilled again; ``peak_blocks`` most blocks held at once.
+    ``recomputed_tokens`` prefilled again; ``peak_blocks`` most blocks held at once;
+    ``reused_tokens`` tokens a re-admitted request found still cached (``prefix_caching``; not in
+    ``recomputed_tokens``).
     """
 
     ttft_s: np.ndarray
@@ -71,6 +81,7 @@ class TimedResult:
     recomputed_tokens: int
     peak_blocks: int
     step_tokens_max: int
+    reused_tokens: int = 0
 
     def summary(self) -> dict:
         """Headline figures: makespan, TTFT and inter-token latency percentiles, stalls, preemptions."""
@@ -80,7 +91,8 @@ class TimedResult:
                 "p99_itl_s": float(np.percentile(gaps, 99)), "max_itl_s": float(gaps.max()),
                 "stalled_decodes": self.stalled_decodes, "steps": self.steps,
                 "preempted_swap": self.preempted_swap, "preempted_recompute": self.preempted_recompute,
-                "swapped_gib": self.swapped_bytes / 2**30, "recomputed_tokens": self.recomputed_tokens}
+                "swapped_gib": self.swapped_bytes / 2**30, "recomputed_tokens": self.recomputed_tokens,
+                "reused_tokens": self.reused_tokens}
 
 
 def decode_step_seconds(model="OPT-13B", hbm_bytes_per_s: float = H100_SXM_HBM_BYTES_PER_S) -> float:
@@ -93,7 +105,8 @@ def decode_step_seconds(model="OPT-13B", hbm_bytes_per_s: float = H100_SXM_HBM_B
 
 def serve_timed(trace: Trace, *, num_blocks: int, block_size: int = 16, token_budget: int = 2048,
                 chunked_prefill: bool = True, preemption: str = "recompute", cpu_blocks: int = 0,
-                max_running: int = 256, model="OPT-13B", link_bytes_per_s: float = PCIE4_X16_BYTES_PER_S,
+                prefix_caching: bool = False, max_running: int = 256, model="OPT-13B",
+                link_bytes_per_s: float = PCIE4_X16_BYTES_PER_S,
                 flops_per_s: float = DEFAULT_FLOPS_PER_S, prefill_tokens_per_s: float | None = None,
                 decode_step_s: float | None = None) -> TimedResult:
     """Serve a single-sample ``trace`` step by step; return times, stalls and preemptions (:class:`TimedResult`)."""
@@ -102,8 +115,11 @@ def serve_timed(trace: Trace, *, num_blocks: int, block_size: int = 16, token_bu
     if trace.num_samples > 1 or trace.beam_width > 1:
         raise ValueError(f"serve_timed serves one sequence per request; trace {trace.name!r} has n="
                          f"{trace.num_samples}, beam_width={trace.beam_width}")
+    for name, flag in (("chunked_prefill", chunked_prefill), ("prefix_caching", prefix_caching)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
     engine = _Engine(trace, check_int("num_blocks", num_blocks, minimum=1), check_int("block_size", block_size, minimum=1),
-                     check_int("token_budget", token_budget, minimum=1), chunked_prefill,
+                     check_int("token_budget", token_budget, minimum=1), chunked_prefill, prefix_caching,
                      check_choice("preemption", preemption, PREEMPTIONS), check_int("cpu_blocks", cpu_blocks, minimum=0),
                      check_int("max_running", max_running, minimum=1), get_model(model),
                      check_number("link_bytes_per_s", link_bytes_per_s, low=0.0, high=float("inf"), low_open=True,
@@ -116,10 +132,8 @@ def serve_timed(trace: Trace, *, num_blocks: int, block_size: int = 16, token_bu
 class _Engine:
     """The state of one run; :meth:`run` steps it until every request has finished."""
 
-    def __init__(self, trace, num_blocks, S, budget, chunked, preemption, cpu_blocks, max_running, spec, link,
-                 flops, prefill_tps, decode_s):
-        if not isinstance(chunked, bool):
-            raise TypeError(f"chunked_prefill must be True or False, got {chunked!r}")
+    def __init__(self, trace, num_blocks, S, budget, chunked, prefix_caching, preemption, cpu_blocks, max_running,
+                 spec, link, flops, prefill_tps, decode_s):
         self.S, self.num_blocks, self.budget, self.chunked = S, num_blocks, budget, chunked
         self.preemption, self.cpu_blocks, self.max_running, self.spec = preemption, cpu_blocks, max_running, spec
         self.link, self.flops, self.prefill_tps = link, flops, prefill_tps
@@ -147,9 +161,11 @@ class _Engine:
         self.swapped: deque[int] = deque()
         self.running: list[int] = []  # admission order
         self.used = 0                 # GPU blocks held
+        self.free_queue = _FreeQueue(num_blocks) if prefix_caching else None
         self.cpu_used = 0
         self.gaps: list[float] = []
-        self.counts = dict(stalled=0, steps=0, swap=0, recompute=0, swapped_bytes=0, recomputed=0, peak=0, step_max=0)
+        self.counts = dict(stalled=0, steps=0, swap=0, recompute=0, swapped_bytes=0, recomputed=0, peak=0, step_max=0,
+                           reused=0)
 
     # ------------------------------------------------------------------ the loop
 
@@ -166,7 +182,8 @@ class _Engine:
             done += finished
         c = self.counts
         return TimedResult(np.array(self.ttft), np.array(self.finish), np.array(self.gaps), c["stalled"], c["steps"],
-                           c["swap"], c["recompute"], c["swapped_bytes"], c["recomputed"], c["peak"], c["step_max"])
+                           c["swap"], c["recompute"], c["swapped_bytes"], c["recomputed"], c["peak"], c["step_max"],
+                           c["reused"])
 
     def _step(self, now: float) -> tuple[float, int]:
         """One engine step from time ``now``; returns the time it ends and how many requests finished."""
@@ -199,17 +216,19 @@ class _Engine:
         produced its first token already. Returns how many requests finished.
         """
         S, kv, last, generated, output, gaps = self.S, self.kv, self.last_token, self.generated, self.output, self.gaps
-        finished = 0
+        free_queue, finished = self.free_queue, 0
         for r in decoding:
-            if kv[r] % S == 0:
-                self.used += 1  # this token's K/V opens a block (_make_room kept one free)
+            if kv[r] % S == 0:  # this token's K/V opens a block (_make_room kept one free): _take(1), inlined
+                self.used += 1
+                if free_queue is not None:
+                    free_queue.take(1)
             kv[r] += 1
             gaps.append(t - last[r])
             last[r] = t
             generated[r] += 1
             if generated[r] == output[r]:
                 self.finish[r] = t
-                self.used -= blocks_needed(kv[r], S)
+                self._give_back(r)
                 self.running.remove(r)
                 finished += 1
         return finished
@@ -225,11 +244,26 @@ class _Engine:
         if self.generated[r] < self.output[r]:
             return 0
         self.finish[r] = t
-        self.used -= blocks_needed(self.kv[r], self.S)
+        self._give_back(r)
         self.running.remove(r)
         return 1
 
-    # ------------------------------------------------------------------ memory: preemption and resumption
+    # ------------------------------------------------------------------ memory: blocks, preemption and resumption
+
+    def _take(self, blocks: int) -> None:
+        """Allocate ``blocks`` free blocks (with prefix caching, from the free queue's head: an eviction)."""
+        self.used += blocks
+        if self.free_queue is not None:
+            self.free_queue.take(blocks)
+
+    def _give_back(self, r: int, keep_cached: bool = False) -> None:
+        """Free request ``r``'s blocks; with ``keep_cached`` its full blocks stay cached for it (tail-first)."""
+        blocks = blocks_needed(self.kv[r], self.S)
+        self.used -= blocks
+        if self.free_queue is not None:
+            full = self.kv[r] // self.S if keep_cached else 0
+            self.free_queue.put(blocks - full)      # a partly filled last block is never cached
+            self.free_queue.put(full, owner=r)
 
     def _make_room(self, decoding: list[int]) -> tuple[list[int], int]:
         """Preempt the youngest running requests until every decode's next block fits; return the decodes left
@@ -249,12 +283,13 @@ class _Engine:
         """Take request ``r``'s blocks away by swap or recompute; return the bytes swapped out."""
         blocks = blocks_needed(self.kv[r], self.S)
         self.running.remove(r)
-        self.used -= blocks
         mode = self.preemption
         if mode == "cheaper":
             mode = cheaper_preemption(self.kv[r], self.spec, link_bytes_per_s=self.link, flops_per_s=self.flops,
                                       prefill_tokens_per_s=self.prefill_tps)
-        if mode == "swap" and self.cpu_used + blocks <= self.cpu_blocks:
+        swap = mode == "swap" and self.cpu_used + blocks <= self.cpu_blocks
+        self._give_back(r, keep_cached=not swap)
+        if swap:
             self.cpu_used += blocks
             self.swapped.append(r)
             self.counts["swap"] += 1
@@ -278,7 +313,7 @@ class _Engine:
                 break
             self.swapped.popleft()
             self.cpu_used -= blocks
-            self.used += blocks
+            self._take(blocks)
             self.running.append(r)
             moved += hybrid_kv_bytes(self.spec, self.kv[r])
             self.counts["swapped_bytes"] += hybrid_kv_bytes(self.spec, self.kv[r])
@@ -313,12 +348,20 @@ class _Engine:
                         completed.append(r)
         while self.waiting and budget > 0 and not self.swapped and len(self.running) < self.max_running:
             r = self.waiting[0]
-            if not self.chunked and self.target[r] > budget:
+            cached = self.free_queue.cached(r) if self.free_queue is not None else 0  # blocks still holding r's prefix
+            if not self.chunked and self.target[r] - cached * S > budget:
                 break
-            if blocks_needed(min(self.target[r], budget), S) > self.num_blocks - self.used - reserved:
+            if blocks_needed(min(self.target[r], cached * S + budget), S) > self.num_blocks - self.used - reserved:
                 break
             self.waiting.popleft()
             self.running.append(r)
+            if self.free_queue is not None:
+                self.free_queue.reuse(r)
+            if cached:
+                self.used += cached
+                self.kv[r] = cached * S
+                self.counts["reused"] += cached * S
+                self.counts["recomputed"] -= cached * S
             take = self._chunk(r, budget, reserved)
             budget, total = budget - take, total + take
             if self.kv[r] == self.target[r]:
@@ -331,6 +374,51 @@ class _Engine:
         S = self.S
         free_slots = (self.num_blocks - self.used - reserved) * S + (-self.kv[r]) % S
         take = min(self.target[r] - self.kv[r], budget, free_slots)
-        self.used += blocks_needed(self.kv[r] + take, S) - blocks_needed(self.kv[r], S)
+        self._take(blocks_needed(self.kv[r] + take, S) - blocks_needed(self.kv[r], S))
         self.kv[r] += take
         return take
+
+
+class _FreeQueue:
+    """The free blocks in the order they are reused (vLLM's free block queue), counted, not named.
+
+    ``runs`` holds ``[owner, count]`` from the head (reused first) to the tail; owner ``None``
+    marks blocks that hold nothing anyone will ask for. A preempted request's full blocks are one
+    run, put back tail-first: its last block nearest the head. Taking blocks from the head eats
+    a run from its head, that is, the request's last blocks first, so what is left of the run is
+    always the request's first ``count`` blocks: a prefix it can hit.
+    """
+
+    def __init__(self, num_blocks: int):
+        self.runs: deque[list] = deque([[None, num_blocks]])
+        self.by_owner: dict[int, list] = {}
+
+    def put(self, count: int, owner: int | None = None) -> None:
+        """Blocks freed: at the tail (reused last)."""
+        if count:
+            run = [owner, count]
+            self.runs.append(run)
+            if owner is not None:
+                self.by_owner[owner] = run
+
+    def take(self, count: int) -> None:
+        """Reuse ``count`` blocks from the head (the caller knows that many are free)."""
+        while count:
+            run = self.runs[0]
+            step = min(count, run[1])
+            run[1] -= step
+            count -= step
+            if run[1] == 0:
+                self.runs.popleft()
+
+    def cached(self, owner: int) -> int:
+        """How many of ``owner``'s first blocks are still in the queue."""
+        run = self.by_owner.get(owner)
+        return run[1] if run else 0
+
+    def reuse(self, owner: int) -> None:
+        """``owner``'s cached blocks, if any are left, leave the queue (a prefix hit); :meth:`take` drops
+        the emptied run when it reaches it."""
+        run = self.by_owner.pop(owner, None)
+        if run is not None:
+            run[1] = 0

@@ -190,13 +190,13 @@ class _Engine:
         moved = self._resume_swapped()
         decoding = [r for r in self.running if self.kv[r] >= self.target[r]]
         prefill_step = not self.chunked and self._head_fits()
+        opening = 0  # blocks the decodes open at the step's end
         if prefill_step:
             self.counts["stalled"] += len(decoding)
             decoding = []
         else:
-            decoding, swapped_out = self._make_room(decoding)
+            decoding, swapped_out, opening = self._make_room(decoding)
             moved += swapped_out
-        opening = sum(self.kv[r] % self.S == 0 for r in decoding)  # blocks the decodes open at the step's end
         prefilled, completed = self._schedule_prefill(self.budget - len(decoding), opening)
         if not (decoding or prefilled or moved) and self.running:
             moved += self._preempt(self.running[-1])  # prompts stuck without blocks: free the youngest
@@ -265,9 +265,9 @@ class _Engine:
             self.free_queue.put(blocks - full)      # a partly filled last block is never cached
             self.free_queue.put(full, owner=r)
 
-    def _make_room(self, decoding: list[int]) -> tuple[list[int], int]:
-        """Preempt the youngest running requests until every decode's next block fits; return the decodes left
-        and the bytes swapped out."""
+    def _make_room(self, decoding: list[int]) -> tuple[list[int], int, int]:
+        """Preempt the youngest running requests until every decode's next block fits; return the decodes left,
+        the bytes swapped out, and how many blocks those decodes will open."""
         S, moved = self.S, 0
         need = sum(self.kv[r] % S == 0 for r in decoding)
         while need > self.num_blocks - self.used:
@@ -277,7 +277,7 @@ class _Engine:
             if victim in decoding:
                 decoding.remove(victim)
             moved += self._preempt(victim)
-        return decoding, moved
+        return decoding, moved, need
 
     def _preempt(self, r: int) -> int:
         """Take request ``r``'s blocks away by swap or recompute; return the bytes swapped out."""

@@ -18,8 +18,8 @@ whether every summary agrees.
 
 With ``--new-policies`` it also times the timed serving loop (:mod:`pagedkv_lib.sim.timed_serving`)
 on the same requests arriving as a Poisson process (``--rate`` per second): whole-prompt prefill
-against chunked prefill, and preemption by recompute, by swap and by the cheaper of the two; and the
-CPU tier replay (:mod:`pagedkv_lib.sim.cpu_tier`) on a seeded multi-turn conversation trace of about
+against chunked prefill, and preemption by recompute (with and without prefix caching), by swap and by
+the cheaper of the two; and the CPU tier replay (:mod:`pagedkv_lib.sim.cpu_tier`) on a seeded multi-turn conversation trace of about
 as many requests, with and without the tier. Each row gives CPU seconds (``time.process_time``).
 
 Usage: python benchmarks/simulate.py [--requests 10000] [--seed 0] [--paper] [--new-policies [--rate 20]]
@@ -104,6 +104,7 @@ def new_policies(requests: int, seed: int, rate: float) -> None:
     blocks = kv_budget_blocks()
     settings = [("whole prompts, recompute", dict(chunked_prefill=False)),
                 ("chunked 2048, recompute", dict(chunked_prefill=True)),
+                ("chunked 2048, recompute, prefix caching", dict(chunked_prefill=True, prefix_caching=True)),
                 ("chunked 2048, swap", dict(chunked_prefill=True, preemption="swap", cpu_blocks=4 * blocks)),
                 ("chunked 2048, cheaper", dict(chunked_prefill=True, preemption="cheaper", cpu_blocks=4 * blocks))]
     rows, total = [], 0.0
@@ -115,7 +116,8 @@ def new_policies(requests: int, seed: int, rate: float) -> None:
         rows.append({"timed serving": name, "cpu_s": seconds, "makespan_s": res["makespan_s"],
                      "p99_itl_s": res["p99_itl_s"], "max_itl_s": res["max_itl_s"], "mean_ttft_s": res["mean_ttft_s"],
                      "stalled_decodes": res["stalled_decodes"], "swaps": res["preempted_swap"],
-                     "recomputes": res["preempted_recompute"]})
+                     "recomputes": res["preempted_recompute"], "recomputed_tokens": res["recomputed_tokens"],
+                     "reused_tokens": res["reused_tokens"]})
     print(f"\ntimed serving: {requests} ShareGPT-like requests at {rate:g}/s, OPT-13B on 40 GiB ({blocks} blocks "
           f"of 16), simulated H100 step times, PCIe 4.0 x16 link")
     print(format_table(rows))

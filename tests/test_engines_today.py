@@ -198,3 +198,33 @@ def test_the_hybrid_reveal_names_the_gpu_its_rows_were_counted_for():
     assert "a 96 GiB GPU (utilization 0.85, blocks of 32)" in " ".join(text.split()) and "80 GiB" not in text
     assert rows[0]["requests"] == acc.hybrid_kv_capacity("Gemma-3-27B", 96 * GiB, 32768, utilization=0.85,
                                                          block_size=32).requests
+
+
+def test_the_served_preemption_control_opens_with_the_preemption_gate_and_follows_its_link():
+    from pagedkv_lib.lesson import gates as W
+    W.reset()
+    trace = E.busy_trace(requests=200)
+    gate = W.ask("q-preempt", "which costs less?", model="Llama-3-8B", link=pc.PCIE4_X16_BYTES_PER_S)
+    control = E.served_preemption_control(trace, after=gate)
+    assert control.shut and control.boxes[0].disabled and "recompute" not in control.text()
+    W.commit("q-preempt", gate.choices[0])
+    assert not control.shut and control.boxes[0].description == "host link"
+    labels = list(E.LINKS)
+    assert control.text() == E.served_preemption_text(trace, E.LINKS[labels[0]])
+    control.boxes[0].value = labels[1]
+    assert control.text() == E.served_preemption_text(trace, E.LINKS[labels[1]]) != E.served_preemption_text(
+        trace, E.LINKS[labels[0]])
+    W.reset()
+
+
+def test_the_served_runs_differ_only_in_what_happens_when_blocks_run_out():
+    """The lesson's busy trace preempts; recompute that reuses cached blocks prefills fewer tokens again than
+    plain recompute (each preemption leaves its surviving prefix), and swap prefills none while the host area
+    has room."""
+    runs = E.served_preemption_runs(E.busy_trace(), pc.PCIE4_X16_BYTES_PER_S, num_blocks=988)
+    plain, cached, swap = (runs[name] for name in E.SERVED_PREEMPTIONS)
+    assert plain["preempted_recompute"] > 0 and plain["reused_tokens"] == 0
+    assert cached["reused_tokens"] > 0 and cached["recomputed_tokens"] < plain["recomputed_tokens"]
+    assert swap["preempted_swap"] > 0 and swap["recomputed_tokens"] == swap["reused_tokens"] == 0
+    table = E.served_preemption_table(runs, 1000, 988)
+    assert table.count("\n| ") == 1 + len(runs) and "| recompute, reusing the blocks still cached |" in table

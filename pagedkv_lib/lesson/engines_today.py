@@ -3,7 +3,9 @@
 Lesson 03 sets vLLM v1's hash-chained block keys beside the exact prefix tree (:func:`key_sizes`,
 :func:`wrong_hit_table`, :func:`measured_wrong_hits`, :func:`crafted_wrong_hit`); lesson 02 counts the KV
 cache of hybrid models (:func:`hybrid_rows`); lesson 04 gets one control each for swap against recompute,
-chunked prefill and a CPU tier (:func:`preemption_control`, :func:`chunking_control`, :func:`cpu_tier_control`).
+chunked prefill and a CPU tier (:func:`preemption_control`, :func:`chunking_control`, :func:`cpu_tier_control`),
+and one that serves a busy trace by recompute, by recompute reusing the blocks still cached (vLLM v1's way),
+and by swap (:func:`served_preemption_control`).
 Every figure is computed here from the library, now; the controls are labelled ipywidgets boxes
 (present in ipywidgets 7.7 and 8), reachable with the Tab key, each re-running its model on change.
 """
@@ -18,6 +20,7 @@ from ..blocks.hashed_prefix_cache import HashedBlockManager
 from ..sim import preemption_cost as pc
 from ..sim import workloads
 from ..sim.cpu_tier import replay_with_cpu_tier
+from ..sim.simulate import kv_budget_blocks
 from ..sim.timed_serving import serve_timed
 from .views import widget_bundle
 
@@ -146,6 +149,38 @@ def preemption_table(model: str, link_bytes_per_s: float, cross: int) -> str:
                             f"{r['cheaper']} |" for r in preemption_rows(model, link_bytes_per_s))
 
 
+SERVED_PREEMPTIONS = {"recompute": dict(preemption="recompute"),
+                      "recompute, reusing the blocks still cached": dict(preemption="recompute", prefix_caching=True),
+                      "swap": dict(preemption="swap")}
+"""The three ways :func:`served_preemption_runs` serves a trace when blocks run out (``serve_timed`` arguments)."""
+
+
+def busy_trace(requests: int = 1000, rate_per_s: float = 20.0, seed: int = 0):
+    """ShareGPT-like requests arriving as a Poisson process of ``rate_per_s`` a second: faster than OPT-13B on
+    a 40 GiB GPU finishes them, so its blocks run out and requests are preempted."""
+    return workloads.poisson_arrivals(workloads.sharegpt_like(requests, seed=seed), rate_per_s, seed=seed)
+
+
+def served_preemption_runs(trace, link_bytes_per_s: float, num_blocks: int) -> dict[str, dict]:
+    """``trace`` served in simulated time (OPT-13B, ``num_blocks`` blocks of 16) each way of
+    :data:`SERVED_PREEMPTIONS`, a swap using a host area of four times the GPU's blocks over a link of
+    ``link_bytes_per_s`` bytes/s each way: each run's :meth:`~..sim.timed_serving.TimedResult.summary`, by way."""
+    return {name: serve_timed(trace, num_blocks=num_blocks, cpu_blocks=4 * num_blocks,
+                              link_bytes_per_s=link_bytes_per_s, **how).summary()
+            for name, how in SERVED_PREEMPTIONS.items()}
+
+
+def served_preemption_table(runs: dict[str, dict], requests: int, num_blocks: int) -> str:
+    """:func:`served_preemption_runs` as markdown: time to serve every request, mean time to first token, tokens
+    prefilled again after a preemption, tokens a returning request found still cached, and swaps out."""
+    rows = [f"| {name} | {s['makespan_s']:,.1f} | {s['mean_ttft_s']:,.1f} | {s['recomputed_tokens']:,} | "
+            f"{s['reused_tokens']:,} | {s['preempted_swap']:,} |" for name, s in runs.items()]
+    return (f"{requests:,} requests, OPT-13B with {num_blocks:,} blocks of 16 tokens; a swap "
+            f"goes to a host area of {4 * num_blocks:,} blocks. Simulated seconds.\n\n| when blocks run out | all served after (s) | mean time to first token (s) | "
+            "tokens prefilled again | tokens found still cached | swaps out |\n|---|---|---|---|---|---|\n"
+            + "\n".join(rows))
+
+
 def chunking_runs(trace, token_budget: int, num_blocks: int) -> dict[str, dict]:
     """``trace`` served with whole prompts and with chunked prefill under ``token_budget`` (tokens per
     step): each run's :meth:`~..sim.timed_serving.TimedResult.summary`, by ``"whole prompts"`` and ``"chunked"``."""
@@ -254,6 +289,20 @@ def cpu_tier_control(trace, gpu_blocks: int = 1500, cpu_blocks: int = 0, after=N
     return Control([size], lambda c: cpu_tier_text(trace, gpu_blocks, c), after)
 
 
+def served_preemption_text(trace, link_bytes_per_s: float, num_blocks: int | None = None) -> str:
+    """Markdown: :func:`served_preemption_table` for ``trace`` over that link (``num_blocks``: by default a 40 GiB
+    GPU's, :func:`~..sim.simulate.kv_budget_blocks`)."""
+    blocks = kv_budget_blocks() if num_blocks is None else num_blocks
+    return served_preemption_table(served_preemption_runs(trace, link_bytes_per_s, blocks), len(trace), blocks)
+
+
+def served_preemption_control(trace, after=None):
+    """A host-link dropdown; shows :func:`served_preemption_text` for ``trace`` once gate ``after`` is committed."""
+    import ipywidgets as w
+    link = w.Dropdown(options=list(LINKS), description="host link", style=_STYLE)
+    return Control([link], lambda label: served_preemption_text(trace, LINKS[label]), after)
+
+
 def conversations(num_conversations: int = 100, seed: int = 0):
     """The multi-turn chat trace lesson 04's CPU-tier control replays (:func:`~..sim.workloads.multi_turn_conversations`)."""
     return workloads.multi_turn_conversations(num_conversations, seed=seed)
@@ -261,5 +310,7 @@ def conversations(num_conversations: int = 100, seed: int = 0):
 
 __all__ = ["LINKS", "Control", "key_sizes", "wrong_hit_table", "measured_wrong_hits", "crafted_wrong_hit",
            "hybrid_rows", "hybrid_table", "preemption_rows", "preemption_text", "preemption_table",
-           "which_is_cheaper", "chunking_runs", "chunking_text", "chunking_table", "cpu_tier_text",
-           "cpu_tier_summary", "preemption_control", "chunking_control", "cpu_tier_control", "conversations"]
+           "which_is_cheaper", "SERVED_PREEMPTIONS", "busy_trace", "served_preemption_runs",
+           "served_preemption_table", "served_preemption_text", "chunking_runs", "chunking_text", "chunking_table", "cpu_tier_text",
+           "cpu_tier_summary", "preemption_control", "chunking_control", "cpu_tier_control",
+           "served_preemption_control", "conversations"]

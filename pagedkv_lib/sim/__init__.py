@@ -10,8 +10,8 @@ Modules, each one idea:
 * :mod:`.paged_memory` (with :mod:`.paged_samples`, :mod:`.paged_beams`) and
   :mod:`.contiguous_memory`: the memory policies; :mod:`.token_ids` and :mod:`.events` help them;
 * :mod:`.timed_serving`: a serving loop in seconds: chunked prefill under a token budget, decode
-  stalls, preemption by swap or recompute, priced by :mod:`.preemption_cost` (cited constants,
-  the swap/recompute crossover length);
+  stalls, preemption by swap or recompute (optionally reusing the blocks still cached, as vLLM v1
+  does), priced by :mod:`.preemption_cost` (cited constants, the swap/recompute crossover length);
 * :mod:`.cpu_tier`: a CPU tier under the hash-chained prefix cache, replayed on
   :func:`~.workloads.multi_turn_conversations`;
 * :mod:`.reference`: the same simulator token by token, the readable version the fast one is

@@ -166,7 +166,7 @@ def test_prefix_caching_spares_recomputing_the_blocks_nobody_took_by_hand():
     """Left: request 4 is preempted (24 KV tokens, 12 full blocks) and admitted again in the same step,
     before anything reuses its blocks: with caching it recomputes none of them, and finishes 24 x 0.25 s
     sooner. Right: the other request's growth takes the freed blocks, the preempted one's last first,
-    so only its first block (2 tokens) is left to hit. Both against the reference's named blocks."""
+    so only its first block (2 tokens) is left to hit; the reference, which names every block, agrees."""
     left = trace_from_lengths([1, 15, 1, 1, 13, 1, 1, 1, 1, 1], [1, 13, 1, 1, 13, 1, 1, 1, 1, 1])
     off, on = (_timed(left, num_blocks=26, token_budget=64, chunked_prefill=False, prefix_caching=c,
                       prefill_tokens_per_s=4.0) for c in (False, True))

@@ -15,6 +15,7 @@ import torch
 from classroom import answered, course_copy, solutions_by_cell
 from conftest import REPO
 from pagedkv_lib import course
+from pagedkv_lib.course.instructor.autograde_class import graded_functions
 from pagedkv_lib.course.instructor.grading import kernel_sandbox as sandbox
 from pagedkv_lib.errors import PagedKVError
 
@@ -154,8 +155,7 @@ def test_ps3_hides_the_library_kernels_a_learner_could_call(tmp_path):
     partitioned kernel's public call, both give the worked example's attention; with them, both raise."""
     from pagedkv_lib.attention.batch import random_paged_batch
     from pagedkv_lib.attention.spec import paged_decode_reference
-    graded = json.loads((REPO / "solutions/ps3_code/ps3_code.ipynb").read_text(encoding="utf-8"))["metadata"][
-        "pagedkv"]["graded_functions"]
+    graded = graded_functions(REPO, "ps3_code")
     kernels = {"pagedkv_lib.attention.triton_decode:_paged_decode_kernel",
                *(f"pagedkv_lib.attention.triton_split_decode:{name}"
                  for name in ("paged_decode_triton_split", "_launch_unchecked", "_paged_decode_partition_kernel",

@@ -175,10 +175,10 @@ def served_preemption_table(runs: dict[str, dict], requests: int, num_blocks: in
     prefilled again after a preemption, tokens a returning request found still cached, and swaps out."""
     rows = [f"| {name} | {s['makespan_s']:,.1f} | {s['mean_ttft_s']:,.1f} | {s['recomputed_tokens']:,} | "
             f"{s['reused_tokens']:,} | {s['preempted_swap']:,} |" for name, s in runs.items()]
-    return (f"{requests:,} requests, OPT-13B with {num_blocks:,} blocks of 16 tokens; a swap "
-            f"goes to a host area of {4 * num_blocks:,} blocks. Simulated seconds.\n\n| when blocks run out | all served after (s) | mean time to first token (s) | "
-            "tokens prefilled again | tokens found still cached | swaps out |\n|---|---|---|---|---|---|\n"
-            + "\n".join(rows))
+    return (f"{requests:,} requests, OPT-13B with {num_blocks:,} blocks of 16 tokens; a swap goes to a host "
+            f"area of {4 * num_blocks:,} blocks. Simulated seconds.\n\n"
+            "| when blocks run out | all served after (s) | mean time to first token (s) | tokens prefilled again | "
+            "tokens found still cached | swaps out |\n|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 
 def chunking_runs(trace, token_budget: int, num_blocks: int) -> dict[str, dict]:
@@ -311,6 +311,6 @@ def conversations(num_conversations: int = 100, seed: int = 0):
 __all__ = ["LINKS", "Control", "key_sizes", "wrong_hit_table", "measured_wrong_hits", "crafted_wrong_hit",
            "hybrid_rows", "hybrid_table", "preemption_rows", "preemption_text", "preemption_table",
            "which_is_cheaper", "SERVED_PREEMPTIONS", "busy_trace", "served_preemption_runs",
-           "served_preemption_table", "served_preemption_text", "chunking_runs", "chunking_text", "chunking_table", "cpu_tier_text",
-           "cpu_tier_summary", "preemption_control", "chunking_control", "cpu_tier_control",
+           "served_preemption_table", "served_preemption_text", "chunking_runs", "chunking_text", "chunking_table",
+           "cpu_tier_text", "cpu_tier_summary", "preemption_control", "chunking_control", "cpu_tier_control",
            "served_preemption_control", "conversations"]

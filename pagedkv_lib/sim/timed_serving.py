@@ -216,12 +216,10 @@ class _Engine:
         produced its first token already. Returns how many requests finished.
         """
         S, kv, last, generated, output, gaps = self.S, self.kv, self.last_token, self.generated, self.output, self.gaps
-        free_queue, finished = self.free_queue, 0
+        finished = 0
         for r in decoding:
-            if kv[r] % S == 0:  # this token's K/V opens a block (_make_room kept one free): _take(1), inlined
-                self.used += 1
-                if free_queue is not None:
-                    free_queue.take(1)
+            if kv[r] % S == 0:
+                self._take(1)  # this token's K/V opens a block (_make_room kept one free)
             kv[r] += 1
             gaps.append(t - last[r])
             last[r] = t

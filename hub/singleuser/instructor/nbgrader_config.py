@@ -7,3 +7,7 @@ import os
 c = get_config()  # noqa: F821 (provided by nbgrader)
 
 c.CourseDirectory.root = os.environ["PAGEDKV_COURSE"]
+# Collect takes a hand-in only from the learner who owns it, never reading a link, and refuses the rest aloud;
+# feedback is released learner by learner (hub/singleuser/python/pagedkv_collect.py).
+c.ExchangeFactory.collect = "pagedkv_collect.OwnedCollect"
+c.ExchangeFactory.release_feedback = "pagedkv_collect.OwnedReleaseFeedback"

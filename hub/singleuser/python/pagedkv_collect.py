@@ -1,0 +1,170 @@
+"""nbgrader's collect and release-feedback for the class hub, where every learner can write in ``inbound/``.
+
+``OwnedCollect`` takes a hand-in as a student's only when the hub's own record says that student made it:
+the entry is owned by the student's uid, and holds nothing but folders and regular files of theirs, within
+a size and a file count (``pagedkv_lib.course.instructor.intake.inbound_entries``). Its time is the
+server's, never the learner's ``timestamp.txt`` (which it overwrites in the collected copy). An entry that
+fails is never read; it is logged, and written into the course's ``collect.json`` (its owner's status
+says so at the next autograde), and collect goes on with the rest, then ends with an error that lists
+the refused entries, so formgrader shows it as a failure, not a success. A student's earlier collected
+copy is replaced only once a new one has been copied whole.
+
+``OwnedReleaseFeedback`` releases each student's feedback on its own: a student whose feedback folder lacks
+its ``submission_secret.txt`` (or holds one that cannot be read) is named in the log and skipped; the rest
+are released, and it ends with an error naming the skipped.
+
+Only the instructor's nbgrader configuration names these (``hub/singleuser/instructor/nbgrader_config.py``);
+they import the grader, which learners' servers do not have.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+from datetime import datetime, timezone
+
+from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
+from nbgrader.utils import notebook_hash
+from pagedkv_lib.course.instructor.course_layout import COLLECT_LOG
+from pagedkv_lib.course.instructor.intake.inbound_entries import Refused, copy_entry, judge, owner_name
+
+
+def server_time(seconds: float) -> str:
+    """``seconds`` since the epoch as nbgrader writes a timestamp (UTC)."""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+class OwnedCollect(ExchangeCollect):
+    """nbgrader's collect, taking only the entries each student owns (see the module docstring)."""
+
+    def init_src(self):
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        self.course_path = os.path.join(self.root, self.coursedir.course_id)
+        self.inbound_path = os.path.join(self.course_path, "inbound")
+        if not os.path.isdir(self.inbound_path):
+            self.fail(f"Course not found: {self.inbound_path}")
+        assignment, wanted = self.coursedir.assignment_id, self.coursedir.student_id or "*"
+        self.refused = {}   # entry name -> (owner, why)
+        taken = {}
+        for name in sorted(os.listdir(self.inbound_path)):
+            if f"+{assignment}+" not in name or (wanted != "*" and not name.startswith(f"{wanted}+")):
+                continue
+            try:
+                entry = judge(self.inbound_path, name, assignment)
+            except Refused as err:
+                self._refuse(name, str(err))
+                continue
+            except OSError as err:   # removed or unreadable meanwhile
+                self._refuse(name, f"inbound entry {name!r} could not be examined ({err.strerror})")
+                continue
+            taken.setdefault(entry.student, []).append(entry)
+        self.duedate = self._duedate()
+        self.src_records = [self._choose(entries) for entries in taken.values()]
+
+    def _refuse(self, name: str, why: str) -> None:
+        try:
+            owner = owner_name(os.lstat(os.path.join(self.inbound_path, name)).st_uid)  # a link's own owner
+        except OSError:
+            owner = "unknown"
+        self.refused[name] = (owner, why)
+        self.log.error("refused (never read): %s", why)
+
+    def _duedate(self):
+        from nbgrader.api import Gradebook, MissingEntry
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            try:
+                return gb.find_assignment(self.coursedir.assignment_id).duedate
+            except MissingEntry:
+                return None
+
+    def _choose(self, entries: list) -> dict:
+        """The latest entry by the server's time; with ``before_duedate``, the latest before the due date."""
+        entries = sorted(entries, key=lambda e: e.time, reverse=True)
+        if self.duedate is not None and self.before_duedate:
+            due = self.duedate.replace(tzinfo=timezone.utc).timestamp()
+            entries = [e for e in entries if e.time <= due] or entries
+        e = entries[0]
+        return {"username": e.student, "filename": e.name, "entry": e,
+                "timestamp": datetime.fromtimestamp(e.time, timezone.utc).replace(tzinfo=None)}
+
+    def copy_files(self):
+        self.log.info("Processing %d submissions of '%s' for course '%s'", len(self.src_records),
+                      self.coursedir.assignment_id, self.coursedir.course_id)
+        for rec in self.src_records:
+            try:
+                self._collect_one(rec)
+            except (Refused, OSError) as err:
+                self._refuse(rec["filename"], str(err))
+        self._record_refusals()
+        if self.refused:
+            self.fail(f"collected the others; refused {len(self.refused)} inbound entries (never read): "
+                      + "; ".join(why for _, why in self.refused.values()))
+
+    def _collect_one(self, rec: dict) -> None:
+        student, entry = rec["username"], rec["entry"]
+        dest = self.coursedir.format_path(self.coursedir.submitted_directory, student, self.coursedir.assignment_id)
+        if os.path.isdir(dest):
+            existing = self.coursedir.get_existing_timestamp(dest)
+            if not self.update or (existing is not None and rec["timestamp"] <= existing):
+                self.log.info("No newer submission to collect: %s %s", student, self.coursedir.assignment_id)
+                return
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        fresh = f"{dest}.collecting"
+        shutil.rmtree(fresh, ignore_errors=True)
+        try:
+            copy_entry(self.inbound_path, entry, fresh)
+        except BaseException:
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise
+        with open(os.path.join(fresh, "timestamp.txt"), "w", encoding="utf-8") as fh:
+            fh.write(server_time(entry.time))   # the server's time, whatever the learner wrote
+        if os.path.isdir(dest):
+            shutil.rmtree(dest)
+        os.rename(fresh, dest)
+        self.log.info("Collected submission: %s %s (%s)", student, self.coursedir.assignment_id, entry.name)
+
+    def _record_refusals(self) -> None:
+        """Each refused entry into the course's ``collect.json``: a note on its owner's status, and, for a
+        student none of whose entries was taken, the verdict ``unreadable`` with why."""
+        path = os.path.join(self.coursedir.root, COLLECT_LOG)
+        log = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+        taken = {r["username"] for r in self.src_records if r["filename"] not in self.refused}
+        assignment = self.coursedir.assignment_id
+        for name, (owner, why) in self.refused.items():
+            log.setdefault("problems", {}).setdefault(f"{owner}/{assignment}", []).append(f"refused hand-in: {why}")
+            student = name.split("+", 1)[0]
+            if owner == student and student not in taken:
+                log.setdefault("unreadable", {})[f"{student}/{assignment}"] = f"its hand-in was refused: {why}"
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(log, fh, indent=1)
+
+
+class OwnedReleaseFeedback(ExchangeReleaseFeedback):
+    """nbgrader's release-feedback, one student at a time: a student's missing or odd file skips that student."""
+
+    def copy_files(self):
+        skipped = []
+        for html in sorted(glob.glob(os.path.join(self.src_path, "*.html"))):
+            folder, notebook_id = os.path.dirname(html), os.path.splitext(os.path.basename(html))[0]
+            student = os.path.basename(os.path.dirname(folder))
+            if student in set(filter(None, (self.coursedir.student_id_exclude or "").split(","))):
+                continue
+            try:
+                with open(os.path.join(folder, "submission_secret.txt"), encoding="utf-8") as fh:
+                    secret = fh.read()
+                if not secret.strip():
+                    raise ValueError("its submission_secret.txt is empty")
+                name = notebook_hash(secret=secret, notebook_id=notebook_id)
+                tmp = os.path.join(self.dest_path, f"{name}-tmp.html")
+                shutil.copy(html, tmp)
+                os.replace(tmp, os.path.join(self.dest_path, f"{name}.html"))
+                self.log.info("Released feedback for %s on %s/%s", student, self.coursedir.assignment_id, notebook_id)
+            except (OSError, ValueError) as err:
+                why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+                skipped.append(f"{student} ({notebook_id}: {why})")
+                self.log.error("feedback not released for %s: %s", student, why)
+        if skipped:
+            self.fail(f"released the others' feedback; not released for {len(skipped)}: " + "; ".join(skipped))

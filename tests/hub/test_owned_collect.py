@@ -1,0 +1,194 @@
+"""The hub's collect and feedback release against a learner who writes what they like in ``inbound/``.
+
+Real files, links, FIFOs and users (the tests make two system users and remove them; they need root, as
+``make hub`` does). Each attack is first shown to work on nbgrader's own collect, so the test of the
+defence can fail, then refused by ``pagedkv_collect.OwnedCollect`` while the other learner is collected.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "hub" / "singleuser" / "python"))
+
+from nbgrader.coursedir import CourseDirectory  # noqa: E402
+from nbgrader.exchange.abc.exchange import ExchangeError  # noqa: E402
+from nbgrader.exchange.default.collect import ExchangeCollect  # noqa: E402
+from pagedkv_collect import OwnedCollect, OwnedReleaseFeedback  # noqa: E402
+
+from pagedkv_lib.course.instructor.intake.inbound_entries import Refused, copy_entry, judge  # noqa: E402
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="makes system users: needs root, as make hub does")
+ASSIGNMENT = "ps2_math"
+
+
+@pytest.fixture(scope="module")
+def users():
+    """Two throwaway system users, removed afterwards: ``{"attacker": name, "victim": name}``."""
+    tag = secrets.token_hex(3)
+    names = {"attacker": f"pkvmal{tag}", "victim": f"pkvvic{tag}"}
+    for name in names.values():
+        subprocess.run(["useradd", "--no-create-home", "--user-group", name], check=True)
+    yield names
+    for name in names.values():
+        subprocess.run(["userdel", name], check=False)
+
+
+def entry(inbound: Path, owner: str, named: str, stamp: str = "2026-12-06 10:00:00.000000 UTC",
+          text: str = "answers", secret: str = "s3cret") -> Path:
+    """A hand-in as nbgrader's submit leaves it, named for ``named``, every file owned by ``owner``."""
+    folder = inbound / f"{named}+{ASSIGNMENT}+{stamp}+{secrets.token_hex(4)}"
+    folder.mkdir()
+    (folder / f"{ASSIGNMENT}.ipynb").write_text(text)
+    (folder / "timestamp.txt").write_text(stamp)
+    (folder / "submission_secret.txt").write_text(secret)
+    own(folder, owner)
+    return folder
+
+
+def own(path: Path, user: str) -> None:
+    uid, gid = pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid
+    for p in [path, *path.rglob("*")] if path.is_dir() and not path.is_symlink() else [path]:
+        os.lchown(p, uid, gid)
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch):
+    """An exchange with ``pagedkv/inbound`` (sticky, world-writable) and an empty course directory."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # nbgrader runs alembic
+    inbound = tmp_path / "exchange" / "pagedkv" / "inbound"
+    inbound.mkdir(parents=True)
+    inbound.chmod(0o1777)
+    (tmp_path / "course").mkdir()
+    return tmp_path
+
+
+def collect(root: Path, cls=OwnedCollect, update: bool = True):
+    where = CourseDirectory(root=str(root / "course"), course_id="pagedkv", assignment_id=ASSIGNMENT)
+    return cls(coursedir=where, root=str(root / "exchange"), update=update).start()
+
+
+def submitted(root: Path, student: str) -> Path:
+    return root / "course" / "submitted" / student / ASSIGNMENT
+
+
+def notes(root: Path) -> dict:
+    return json.loads((root / "course" / "collect.json").read_text())
+
+
+def test_a_hand_in_named_for_another_is_refused_and_said(course, users):
+    """Attack 1: the attacker's folder named for the victim, later than the victim's own."""
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    entry(inbound, users["victim"], users["victim"], text="victim's work")
+    time.sleep(0.01)
+    entry(inbound, users["attacker"], users["victim"], stamp="2026-12-07 10:00:00.000000 UTC",
+          text="all wrong", secret="attacker-chosen")
+    collect(course, ExchangeCollect)   # nbgrader's own: warns, and takes the forgery
+    assert (submitted(course, users["victim"]) / f"{ASSIGNMENT}.ipynb").read_text() == "all wrong"
+    (course / "course" / "submitted").rename(course / "plain")
+    with pytest.raises(ExchangeError, match=f"names {users['victim']} but is owned by {users['attacker']}"):
+        collect(course)
+    got = submitted(course, users["victim"])
+    assert (got / f"{ASSIGNMENT}.ipynb").read_text() == "victim's work"
+    assert (got / "submission_secret.txt").read_text() == "s3cret"   # feedback goes under the victim's secret
+    assert any("refused hand-in" in n for n in notes(course)["problems"][f"{users['attacker']}/{ASSIGNMENT}"])
+    assert f"{users['victim']}/{ASSIGNMENT}" not in notes(course).get("unreadable", {})
+
+
+def test_a_link_is_never_followed_at_any_depth(course, users, tmp_path):
+    """Attack 2: a link to the instructor's solution, as the entry itself and as a file inside one."""
+    secret_file = tmp_path / "solution.ipynb"
+    secret_file.write_text("THE SOLUTION")
+    secret_file.chmod(0o600)
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    linked = inbound / f"{users['attacker']}+{ASSIGNMENT}+2026-12-06 10:00:00 UTC+x"
+    (tmp_path / "sol_dir").mkdir()
+    (tmp_path / "sol_dir" / f"{ASSIGNMENT}.ipynb").write_text("THE SOLUTION")
+    linked.symlink_to(tmp_path / "sol_dir")
+    own(linked, users["attacker"])
+    collect(course, ExchangeCollect)
+    assert (submitted(course, users["attacker"]) / f"{ASSIGNMENT}.ipynb").read_text() == "THE SOLUTION"
+    (course / "course" / "submitted").rename(course / "plain")
+    inner = entry(inbound, users["victim"], users["victim"])
+    (inner / f"{ASSIGNMENT}.ipynb").unlink()
+    (inner / f"{ASSIGNMENT}.ipynb").symlink_to(secret_file)
+    own(inner, users["victim"])
+    with pytest.raises(ExchangeError) as err:
+        collect(course)
+    assert "symbolic link" in str(err.value) and "THE SOLUTION" not in str(err.value)
+    assert not (course / "course" / "submitted").exists() or not any((course / "course" / "submitted").rglob("*.ipynb"))
+    log = notes(course)
+    assert "symbolic link" in log["unreadable"][f"{users['victim']}/{ASSIGNMENT}"]
+
+
+def test_a_bad_name_a_fifo_and_a_huge_file_cost_only_their_owner(course, users):
+    """Attack 4: a malformed name, a FIFO (which would block a reader) and a 2 GB sparse file; the other
+    learner is collected, and the attacker's earlier collected copy is kept, not deleted first."""
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    entry(inbound, users["attacker"], users["attacker"], text="first try")
+    collect(course)
+    bad = inbound / "nobody+ps2_math+not-a-time"   # three parts: nbgrader's parse_utc fails on the time
+    bad.mkdir()
+    own(bad, users["attacker"])
+    fifo_entry = entry(inbound, users["attacker"], users["attacker"])
+    os.mkfifo(fifo_entry / "pipe")
+    own(fifo_entry, users["attacker"])
+    huge = entry(inbound, users["attacker"], users["attacker"])
+    with open(huge / "big.bin", "wb") as f:
+        f.truncate(2 * 2**30)
+    own(huge, users["attacker"])
+    entry(inbound, users["victim"], users["victim"], text="victim's work")
+    with pytest.raises(ExchangeError) as err:
+        collect(course)
+    said = str(err.value)
+    assert "not named" in said and "a FIFO" in said and "more than" in said
+    assert (submitted(course, users["victim"]) / f"{ASSIGNMENT}.ipynb").read_text() == "victim's work"
+    assert (submitted(course, users["attacker"]) / f"{ASSIGNMENT}.ipynb").read_text() == "first try"
+
+
+def test_the_time_is_the_servers(course, users):
+    """Attack 5: a backdated timestamp.txt and name; the collected copy carries the server's time."""
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    before = time.time()
+    entry(inbound, users["victim"], users["victim"], stamp="2000-01-01 00:00:00.000000 UTC")
+    collect(course)
+    stamp = (submitted(course, users["victim"]) / "timestamp.txt").read_text()
+    assert not stamp.startswith("2000") and stamp >= time.strftime("%Y-%m-%d %H:%M", time.gmtime(before - 60))
+
+
+def test_a_link_swapped_in_after_judging_is_refused(course, users, tmp_path):
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    folder = entry(inbound, users["victim"], users["victim"])
+    judged = judge(str(inbound), folder.name, ASSIGNMENT)
+    (tmp_path / "secret").write_text("instructor's")
+    (folder / "timestamp.txt").unlink()
+    (folder / "timestamp.txt").symlink_to(tmp_path / "secret")
+    with pytest.raises(Refused, match="without following a link"):
+        copy_entry(str(inbound), judged, str(tmp_path / "out"))
+
+
+def test_feedback_release_skips_only_the_learner_whose_files_are_odd(course, users):
+    """Deliver 3: one learner's feedback folder without its secret costs that learner's feedback only."""
+    fb = course / "course" / "feedback"
+    for who, secret in ((users["victim"], "victim-secret"), (users["attacker"], None)):
+        folder = fb / who / ASSIGNMENT
+        folder.mkdir(parents=True)
+        (folder / f"{ASSIGNMENT}.html").write_text(f"<p>{who}</p>")
+        (folder / "timestamp.txt").write_text("2026-12-06 10:00:00 UTC")
+        if secret:
+            (folder / "submission_secret.txt").write_text(secret)
+    where = CourseDirectory(root=str(course / "course"), course_id="pagedkv", assignment_id=ASSIGNMENT)
+    with pytest.raises(ExchangeError, match=f"not released for 1: {users['attacker']}"):
+        OwnedReleaseFeedback(coursedir=where, root=str(course / "exchange")).start()
+    from nbgrader.utils import notebook_hash
+    released = course / "exchange" / "pagedkv" / "feedback" / f"{notebook_hash(secret='victim-secret', notebook_id=ASSIGNMENT)}.html"
+    assert released.read_text() == f"<p>{users['victim']}</p>"

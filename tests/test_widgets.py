@@ -332,7 +332,7 @@ def test_a_commit_or_check_clicked_while_cells_ran_is_refused_visibly_and_change
     assert p.tries == [] and "Check again now." in p.widget.feedback.value
     monkeypatch.setattr(CD, "click_wait", lambda: 0.4)         # handled at once: committed and saved
     view._on_commit()
-    assert g.committed and view.message.value == "Committed." and g.saved["value"] == "about 800 KiB"
+    assert g.committed and view.message.value.startswith("Committed.") and g.saved["value"] == "about 800 KiB"
     p.widget._on_check()
     assert p.solved and len(p.tries) == 1
 
@@ -342,3 +342,42 @@ def test_a_commit_or_check_clicked_while_cells_ran_is_refused_visibly_and_change
                                           (8.6e-60, "8.600e-60"), (2.5e16, "2.500e+16"), (800.0, "800.0"), (0.0, "0.0")])
 def test_a_number_in_a_verdict_reads_to_four_significant_figures(value, shown):
     assert W.readable(value) == shown
+
+
+def test_the_verdict_beside_commit_is_a_live_region_that_says_the_verdict_and_the_reveals_first_sentence():
+    """The classes :mod:`pagedkv_lib.lesson.access` turns into ARIA in the browser: the gate is one control,
+    its choices are named by its question, and its message is a verdict, marked committed only after the
+    commit (the browser moves focus to it then), that reads the verdict and the first sentence of the reveal."""
+    from pagedkv_lib.lesson import access
+    g = ctok_gate()
+    view = g.widget
+    assert access.CONTROL in view.box._dom_classes
+    named = [c for c in view.input._dom_classes if c.startswith("pagedkv-by-")]
+    assert len(named) == 1 and f"pagedkv-name-{named[0].split('-')[-1]}" in view.question._dom_classes
+    assert {access.LIVE, access.VERDICT} <= set(view.message._dom_classes)
+    assert access.COMMITTED not in view.message._dom_classes and view.message.value == ""
+    view.input.value = "about 80 KiB"
+    view._on_commit()
+    assert access.COMMITTED in view.message._dom_classes
+    assert view.message.value.startswith("Committed. You predicted about 80 KiB; it is about 800 KiB (wrong).")
+    assert f">{EXPLAIN}</span>" in view.message.value    # the first sentence, for a screen reader only
+
+
+def test_a_practice_and_a_lab_announce_each_check_hint_and_rebuild_in_their_live_region():
+    from pagedkv_lib.lesson import access
+    from pagedkv_lib.lesson.lab_view import AllocationLab
+    p = W.practice("p-live", "Blocks?", answer=63, hints=["Divide by the block size."])
+    view = p.widget
+    assert access.LIVE in view.status._dom_classes and view.status.value == ""
+    view.input.value = "62"
+    view._on_check()
+    assert "62" in view.status.value
+    view._on_hint()
+    assert "Hint 1/1: Divide by the block size." in view.status.value
+    view._on_hint()
+    view._on_hint()     # the same note twice: the region still changes, so it is read again
+    assert view.status.value.endswith("(again)</span>")
+    lab = AllocationLab()
+    assert lab.status.value == ""                       # nothing said when it is first drawn
+    lab.set(block_size=8)
+    assert "Rebuilt for trace A1-A3 batch, block size S 8, sharing on." in lab.status.value

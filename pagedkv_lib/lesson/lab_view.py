@@ -14,7 +14,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
-from . import viz, gates as W
+from . import access, viz, gates as W
 from ..figure_text import describe
 from ..palette import HATCHES, text_on
 from ..validation import check_choice, check_int
@@ -156,7 +156,9 @@ class AllocationLab(_Slotted):
                                   layout=narrow)
         self.about = w.HTML()
         self.gate_box = w.VBox()
-        self.box = w.VBox([self.trace, self.block_size, self.n, self.sharing, self.about, self.gate_box])
+        self.status = access.announcer()   # reads out each rebuild in one line
+        self.box = access.control(w.VBox([self.trace, self.block_size, self.n, self.sharing, self.about,
+                                          self.status, self.gate_box]))
         self.run: LabRun | None = None
         self.gate: Gate | None = None
         self.slots = [Slot() for _ in range(SAVED_COMMITS)]
@@ -177,6 +179,8 @@ class AllocationLab(_Slotted):
         self.gate.slot = self._slot()
         self.about.value = f"<i>This trace:</i> {DESCRIPTIONS[run.trace]}."
         self.gate_box.children = (self.gate.widget.box,)
+        if change is not None:
+            access.announce(self.status, rebuilt(", ".join(f"{k} {v}" for k, v in self.state().items())))
 
     def set(self, **controls) -> "AllocationLab":
         """Move controls from code (``trace=``, ``block_size=``, ``sharing=``, ``n=``); each re-arms.
@@ -228,6 +232,11 @@ SIM_TRACES = {
 """Traces the simulator lab offers: every request queued at step 0, OPT-13B on a 40 GiB GPU."""
 
 
+def rebuilt(what: str) -> str:
+    """The one line a screen reader reads when a lab has been rebuilt for ``what`` (its new controls)."""
+    return f"Rebuilt for {what}. A new prediction is open below; nothing is shown until you commit it."
+
+
 def batch_ratio(results) -> float:
     """Mean running batch of ``"paged"`` over that of ``"max"`` (how many times larger)."""
     by = {r.policy: r.summary["mean_batch"] for r in results}
@@ -244,7 +253,8 @@ class SimulatorLab(_Slotted):
                                 layout=w.Layout(width="32em"))
         self.progress = w.Output()
         self.gate_box = w.VBox()
-        self.box = w.VBox([self.trace, self.progress, self.gate_box])
+        self.status = access.announcer()   # reads out each rebuild in one line
+        self.box = access.control(w.VBox([self.trace, self.progress, self.status, self.gate_box]))
         self.results, self.gate = None, None
         self.slots = [Slot() for _ in SIM_TRACES]
         self.trace.observe(self._arm, names="value")
@@ -269,6 +279,8 @@ class SimulatorLab(_Slotted):
                     "```\n" + format_table(rows) + "\n```", _sim_note(results, ratio)]))
         self.gate.slot = self._slot()
         self.gate_box.children = (self.gate.widget.box,)
+        if change is not None:
+            access.announce(self.status, rebuilt(f"trace {name}"))
 
     def commit(self, value) -> None:
         """Commit a prediction from code, as :func:`pagedkv_lib.lesson.gates.commit` does."""

@@ -14,6 +14,7 @@ import numbers
 from typing import Sequence
 
 from ..course.learner import check_value
+from . import access
 from . import canvas as _canvas
 from . import click_delay
 from . import record as saved
@@ -171,19 +172,24 @@ class _PracticeView:
         self.hint_button = w.Button(description="Hint")
         self.feedback = w.HTML("")
         self.hint_list = w.HTML("")
+        self.status = access.announcer()   # reads out each Check's verdict and each hint
         self.check_button.on_click(self._on_check)
         self.hint_button.on_click(self._on_hint)
-        parts = [w.HTML(f"<b>Practice.</b> {escape(practice.question)}")]
+        question, units = w.HTML(f"<b>Practice.</b> {escape(practice.question)}"), w.Label(practice.units)
+        access.name_by(self.input, question, units)
+        parts = [question]
         self.canvas = self.readiness = None
         if practice.canvas:
-            self.canvas = w.Textarea(placeholder="Your answer canvas: the answer, why it holds, and what it "
-                                                 "connects to", layout=w.Layout(width="44em", height="6em"))
+            about = w.HTML("<b>Your answer canvas</b>: the answer, why it holds, and what it connects to")
+            # width and max-width: the canvas narrows with the window (reflow at 320 CSS px, WCAG 1.4.10)
+            self.canvas = w.Textarea(layout=w.Layout(width="44em", max_width="100%", height="6em"))
+            access.name_by(self.canvas, about)
             self.readiness = w.HTML(checks_html(practice.readiness("")))
             self.canvas.observe(self._on_type, names="value")
-            parts += [self.canvas, self.readiness]
-        parts += [w.HBox([self.input, w.Label(practice.units), self.check_button, self.hint_button]),
-                  self.feedback, self.hint_list]
-        self.box = w.VBox(parts)
+            parts += [about, self.canvas, self.readiness]
+        parts += [w.HBox([self.input, units, self.check_button, self.hint_button]),
+                  self.feedback, self.hint_list, self.status]
+        self.box = access.control(w.VBox(parts))
         click_delay.watch()
 
     def _on_type(self, change=None) -> None:
@@ -192,21 +198,26 @@ class _PracticeView:
     def _on_check(self, _button=None) -> None:
         refused = click_delay.refusal("Check")   # a click that waited behind running cells
         if refused:
-            self.feedback.value = f"<i>{escape(refused)}</i>"
+            self._tell(f"<i>{escape(refused)}</i>", refused)
             return
         note = ""
         if self.canvas is not None and self.canvas.value.strip():
             self.practice.explain(self.canvas.value, clicked=True)
             note = "Your canvas is saved. "
         if not str(self.input.value).strip():
-            self.feedback.value = f"<i>{note}Type a value to check it.</i>"
+            self._tell(f"<i>{note}Type a value to check it.</i>", f"{note}Type a value to check it.")
             return
         try:
             right, message = self.practice.check(self.input.value, clicked=True)
         except ValueError as err:
             right, message = False, str(err)
         colour = "green" if right else "#a00"
-        self.feedback.value = f"<span style='color:{colour}'>{escape(message)}</span>"
+        self._tell(f"<span style='color:{colour}'>{escape(message)}</span>", message)
+
+    def _tell(self, shown: str, said: str) -> None:
+        """Show ``shown`` (HTML) as the Check's feedback and have a screen reader read ``said``."""
+        self.feedback.value = shown
+        access.announce(self.status, said)
 
     def _on_hint(self, _button=None) -> None:
         note = self.practice.hint()
@@ -214,6 +225,7 @@ class _PracticeView:
         items = "".join(f"<li>{escape(h)}</li>" for h in shown)
         extra = "" if note.startswith("Hint ") else f"<i>{escape(note)}</i>"
         self.hint_list.value = (f"<ol>{items}</ol>" if items else "") + extra
+        access.announce(self.status, note)
 
 
 def practice(pid: str, question: str, *, answer, hints: Sequence[str] = (), mistakes: dict | None = None,

@@ -10,7 +10,7 @@ Ctrl+C. Nothing here makes a network call. Without widgets, :meth:`ResearchRoom.
 """
 from __future__ import annotations
 
-from . import drafts, handoff as H, items as I
+from . import access, drafts, handoff as H, items as I
 from .record import on_commit
 from .views import Shown, escape
 
@@ -20,7 +20,7 @@ s=b.parentNode.querySelector('.pagedkv-copy-status'); if(!t){return;}
 function pick(){t.focus(); t.select(); s.textContent='The hand-off is selected: press Ctrl+C (Cmd+C on a Mac) to copy it.';}
 if(navigator.clipboard && window.isSecureContext){navigator.clipboard.writeText(t.value).then(
 function(){s.textContent='Copied: paste it into any AI tutor or forum.';}, pick);} else {pick();}
-})(this)">Copy hand-off</button> <span class="pagedkv-copy-status"></span>""".replace("\n", " ")
+})(this)">Copy hand-off</button> <span class="pagedkv-copy-status" role="status"></span>""".replace("\n", " ")
 """The copy button: browser-side only (the kernel cannot reach the learner's clipboard)."""
 
 
@@ -128,20 +128,26 @@ class _RoomView:
     def __init__(self, room: ResearchRoom):
         import ipywidgets as w
         self.room, self._pulling = room, False
-        wide, style = w.Layout(width="48em"), {"description_width": "14em"}
+        # width and max-width: each field narrows with the window (reflow at 320 CSS px, WCAG 1.4.10)
+        style = {"description_width": "14em"}
+
+        def wide():
+            return w.Layout(width="48em", max_width="100%")
         self.item = w.Dropdown(options=[(f"{i.kind}: {i.title}", i.id) for i in room.lesson.items],
-                               value=room.item.id, description="attach to", style=style, layout=wide)
+                               value=room.item.id, description="attach to", style=style, layout=wide())
         self.about = w.HTML()
         self.question = w.Textarea(description="your question", style=style,
-                                   layout=w.Layout(width="46em", height="4em"))
-        self.companion = {k: w.Dropdown(options=list(opts), description=H.LABELS[k], style=style, layout=wide)
+                                   layout=w.Layout(width="46em", max_width="100%", height="4em"))
+        self.companion = {k: w.Dropdown(options=list(opts), description=H.LABELS[k], style=style, layout=wide())
                           for k, opts in H.COMPANION.items()}
-        self.note = w.Text(description="draft: one note", style=style, layout=wide)
-        self.next_action = w.Text(description="draft: next action", style=style, layout=wide)
+        self.note = w.Text(description="draft: one note", style=style, layout=wide())
+        self.next_action = w.Text(description="draft: next action", style=style, layout=wide())
         self.save = w.Button(description="Save draft")
         self.message = w.Label()
-        self.handoff = w.Textarea(layout=w.Layout(width="46em", height="16em"))
+        self.handoff = w.Textarea(layout=w.Layout(width="46em", max_width="100%", height="16em"))
         self.handoff.add_class("pagedkv-handoff")
+        handoff_title = w.HTML("<b>Hand-off</b> (updated as you type)")
+        access.name_by(self.handoff, handoff_title)
         self.copy = w.HTML(COPY_BUTTON)
         self.save.on_click(self._on_save)
         self.pull()
@@ -159,8 +165,9 @@ class _RoomView:
                                   "Nothing is sent from here."),
                            self.item, self.about, self.question, *self.companion.values(), self.note,
                            self.next_action, w.HBox([self.save, self.message]),
-                           w.HTML("<b>Hand-off</b> (updated as you type)"), self.handoff, self.copy])
+                           handoff_title, self.handoff, self.copy])
         self.box.add_class("pagedkv-room")
+        access.control(self.box)
 
     def pull(self) -> None:
         """Show the room's state in the widgets (observers stay quiet meanwhile)."""

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import LESSONS
 from pagedkv_lib.lesson.answer_keys import GATE_KEYS, PRACTICE_KEYS
+from pagedkv_lib.lesson.answer_keys.giveaways import GIVEAWAYS
 from pagedkv_lib.lesson.items import lesson as lesson_items
 
 SHORTEST = 12
@@ -121,3 +122,39 @@ def test_the_scan_finds_a_hint_pasted_into_a_collapsed_cell(tmp_path):
     nbformat.write(nb, copy)
     assert any("output" in w for w, body in everything_in(copy) for _, text in kept_back(path.stem)
                if text in body)
+
+
+# --- rules written in words ----------------------------------------------------------------------------------------
+
+def giveaways_in(name: str, cells: list[tuple[str, str]]) -> list[str]:
+    """``"<id> rule <pattern> in <where>"`` for each registered way of stating an answer of lesson ``name`` that
+    one of ``cells`` (``(where, folded text)``) holds."""
+    ids = {k.id for k in [*GATE_KEYS.values(), *PRACTICE_KEYS.values()] if k.lesson == name}
+    ids.add(lesson_items(name).lens.id)
+    return [f"{key} rule {pattern!r} in {where}: ...{body[max(0, m.start() - 60):m.end() + 60]}..."
+            for key, patterns in GIVEAWAYS.items() if key in ids for pattern in patterns
+            for where, body in cells for m in [re.search(pattern, body)] if m]
+
+
+def test_every_giveaway_names_a_gate_practice_or_lens_and_compiles():
+    known = {*GATE_KEYS, *PRACTICE_KEYS} | {lesson_items(p.stem).lens.id for p in LESSONS}
+    assert set(GIVEAWAYS) <= known, set(GIVEAWAYS) - known
+    for patterns in GIVEAWAYS.values():
+        assert patterns and all(re.compile(p) for p in patterns)
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_no_lesson_states_a_gates_rule_in_words(path):
+    """A "What to remember" bullet, a claim review or a source note that states the rule a gate asks about is on
+    screen before the commit, as a pasted answer would be (issue 36: lesson 03 said "a prompt of k cached full
+    blocks reuses k - 1" above the q-hit gate)."""
+    found = giveaways_in(path.stem, everything_in(path))
+    assert not found, "\n".join(found)
+
+
+def test_the_rule_scan_finds_the_sentence_lesson_03_used_to_print():
+    said = fold("* The prefix cache files **full** blocks only, each under a node for its whole prefix, and never "
+                "serves\n  the last prompt token: a prompt of $k$ cached full blocks reuses $k - 1$.")
+    found = giveaways_in("03_code", [("What to remember", said)])
+    assert {f.split()[0] for f in found} == {"q-hit", "p-hit"}
+    assert not giveaways_in("01_intuition", [("What to remember", said)])   # another lesson's rule is not looked for

@@ -44,7 +44,7 @@ SHARED4 = """The three tables point at the same physical blocks (orange outlines
 tail lands in blocks of its own: the prefix is stored once, T_shared_saved = {saved} tokens."""
 SHARED8 = """At S = 8 the prefix no longer fills its last block, and the rule starts each tail in a fresh
 block anyway: every table has a hole in the *middle* (a half-empty block). Sharing still cuts the
-reserved slots from {plain8} (three plain sequences, section 3) to {reserved8}, but it raises slack from
+reserved slots from {plain8} (the same three sequences stored apart, at S = 8) to {reserved8}, but it raises slack from
 {plain_slack8} to {slack8} slots: sharing saves memory, and can leave more of what it keeps empty. Real
 block managers treat that partial prefix block differently (vLLM shares only *full* blocks; a fork
 shares its partial block until it writes); lesson `03_code` runs both on a real block manager."""

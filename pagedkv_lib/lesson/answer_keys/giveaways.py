@@ -1,0 +1,22 @@
+"""The words that would give a gate's answer away, for the scan that keeps them out of the lessons.
+
+A key's choices, reveal and hints are looked for in every lesson cell as they are written
+(``tests/test_lesson_sources_hide_answers.py``). A rule can also be stated in other words: "never serves the
+last prompt token" answers ``q-hit`` without naming its choice "4". Each entry here maps a gate, practice or
+opening lens id to regular expressions for the ways its rule is written; the scan looks for them in every
+cell of that id's lesson, markdown and code, in text folded as the scan folds it (lower case, ``*`` and
+backticks dropped, white space one space). Markdown is on screen before any commit, so none may match there.
+"""
+from __future__ import annotations
+
+_CACHED_PROMPT = (r"last prompt token", r"reuses \$?k ?- ?1\b", r"stops? before the last")
+
+GIVEAWAYS: dict[str, tuple[str, ...]] = {
+    # 03: how much of a fully cached prompt the prefix cache serves
+    "q-hit": _CACHED_PROMPT,
+    "p-hit": _CACHED_PROMPT,
+    # 03: what the first write into a block shared after a fork returns
+    "q-cow": (r"first write (?:into a shared|copies)", r"copies one partial block"),
+    # 04's opening lens: what paging mainly buys a server on the same GPU
+    "lens-04": (r"bigger batch", r"(?:paged|a) batch is (?:larger|bigger)", r"more requests (?:running|at once)"),
+}

@@ -37,6 +37,12 @@ class NotWritten(CheckFailed):
     """
 
 
+class Skipped(CheckFailed):
+    """A test this machine cannot run (the bonus without triton). The learner's kernel shows its message and
+    goes on without an error, so Validate passes; the grader, which judges from the record, fails the test
+    with the same message, as for any failed check (``instructor/grading/judge.py``)."""
+
+
 def require(condition: Any, message: str) -> None:
     """Fail with ``message`` unless ``condition`` is true (a visible check of type, units or range)."""
     if not condition:

@@ -383,8 +383,9 @@ def bonus_tests(t, namespace: dict) -> tuple[Callable, Callable]:
     import importlib.util
 
     checks = t.checks
-    checks.require(t.run("triton is installed", lambda: importlib.util.find_spec("triton") is not None), "Bonus skipped: "
-                   "triton is not installed here, so the bonus scores 0; this costs you nothing (the set is graded out of 26 points).")
+    if not t.run("triton is installed", lambda: importlib.util.find_spec("triton") is not None):
+        raise checks.Skipped("Bonus skipped: triton is not installed here, so the bonus scores 0; "
+                             "this costs you nothing (the set is graded out of 26 points).")
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
     # The reference is the library's; while grading it is hidden from your kernel, and the grader compares.

@@ -20,7 +20,8 @@
 
 The exchange root is created world-writable with the sticky bit (nbgrader's file exchange).
 ``python hub/accounts.py remove`` deletes the roster's users, their homes, everything they own in the
-exchange and the runtime. Existing users and folders are left as they are, so ``create`` again is safe.
+exchange and the runtime. ``python hub/accounts.py clear-inbound --assignment A [--entry NAME]`` removes what
+learners left in ``inbound/`` (a refused hand-in, or all of A's after collect), which the instructor cannot. Existing users and folders are left as they are, so ``create`` again is safe.
 """
 from __future__ import annotations
 
@@ -297,19 +298,47 @@ def remove(members: list[Member], exchange: Path, runtime: Path, course: Path | 
         raise RuntimeError("could not remove " + "; ".join(failed))
 
 
+def clear_inbound(exchange: Path, course_id: str, assignment: str, entries: list[str] = ()) -> list[str]:
+    """Remove what learners left in ``inbound/`` for ``assignment`` (only the named ``entries`` when given),
+    as root: the instructor cannot, since each entry is its learner's and ``inbound/`` is sticky. A link is
+    removed itself, never followed (``shutil.rmtree`` works through folder descriptors). Returns the names
+    removed; ValueError naming an entry that is not there or belongs to another assignment."""
+    inbound = exchange / course_id / "inbound"
+    names = [n for n in sorted(os.listdir(inbound)) if n.split("+")[1:2] == [assignment]]
+    for name in entries:
+        if name not in names:
+            raise ValueError(f"--entry {name!r} is not an inbound entry of {assignment!r} in {inbound}")
+    chosen = list(entries) or names
+    for name in chosen:
+        path = inbound / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return chosen
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="hub/accounts.py", description=__doc__.split("\n")[0])
-    p.add_argument("command", choices=["create", "remove"])
+    p.add_argument("command", choices=["create", "remove", "clear-inbound"])
     p.add_argument("--roster", default=str(HERE / "roster.csv"), help="id,role,name (default hub/roster.csv)")
     p.add_argument("--exchange", default="/srv/nbgrader/exchange", help="nbgrader's exchange root")
     p.add_argument("--runtime", default="/srv/pagedkv", help="where the learners' release and venv are installed")
     p.add_argument("--release", default=str(REPO / "release"), help="the learner release (make release)")
     p.add_argument("--homes", default=None, help="create homes under this folder (default: useradd's, /home)")
     p.add_argument("--course", default=None, help="the instructor's course directory (default ~/pagedkv)")
+    p.add_argument("--assignment", help="clear-inbound: the assignment whose inbound entries to remove")
+    p.add_argument("--entry", action="append", default=[], help="clear-inbound: only this entry (repeatable)")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("hub/accounts.py creates system users: run it (and make hub) as root", file=sys.stderr)
         return 1
+    if args.command == "clear-inbound":
+        if not args.assignment:
+            p.error("clear-inbound needs --assignment")
+        gone = clear_inbound(Path(args.exchange), "pagedkv", args.assignment, args.entry)
+        print(f"removed {len(gone)} inbound entries of {args.assignment}: {', '.join(gone) or 'none'}")
+        return 0
     members = read_roster(args.roster)
     if args.command == "remove":
         remove(members, Path(args.exchange), Path(args.runtime), Path(args.course) if args.course else None)

@@ -192,3 +192,26 @@ def test_feedback_release_skips_only_the_learner_whose_files_are_odd(course, use
     from nbgrader.utils import notebook_hash
     released = course / "exchange" / "pagedkv" / "feedback" / f"{notebook_hash(secret='victim-secret', notebook_id=ASSIGNMENT)}.html"
     assert released.read_text() == f"<p>{users['victim']}</p>"
+
+
+def test_root_clears_what_a_learner_left_without_following_links(course, users, tmp_path):
+    """The instructor cannot remove a learner's entry (sticky inbound/, the learner's own files, perhaps 0700);
+    ``accounts.py clear-inbound`` can, and removes a link itself, never what it points at."""
+    sys.path.insert(0, str(REPO / "hub"))
+    from accounts import clear_inbound
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    locked = entry(inbound, users["attacker"], users["victim"])
+    locked.chmod(0o700)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "precious").write_text("x")
+    link = inbound / f"{users['attacker']}+{ASSIGNMENT}+t+x"
+    link.symlink_to(kept)
+    other = entry(inbound, users["victim"], users["victim"]).rename(inbound / f"{users['victim']}+ps1_intuition+t+y")
+    with pytest.raises(ValueError, match="--entry 'nope'"):
+        clear_inbound(course / "exchange", "pagedkv", ASSIGNMENT, ["nope"])
+    assert locked.exists()
+    assert clear_inbound(course / "exchange", "pagedkv", ASSIGNMENT, [locked.name]) == [locked.name]
+    assert not locked.exists() and link.is_symlink()
+    assert clear_inbound(course / "exchange", "pagedkv", ASSIGNMENT) == [link.name]
+    assert (kept / "precious").read_text() == "x" and other.exists()

@@ -5,7 +5,9 @@ computed 52 at S = 4).
 Scanned: each lesson's markdown and the prose the library renders in it (its gates' reveals and
 misconceptions, its practices' hints and mistakes, its opening lens), live fields left out. A reference
 ("section 3", "sections 1, 2 and 5", "Step 2 of section 1") must name a numbered heading of the lesson
-(``## 3 · ...``), and a step a bold "Step N" inside that section. A reference inside a citation of another
+(``## 3 · ...``), and a step a bold "Step N" inside that section. An equation ("Eq. 1") must be one a
+section heading of this lesson defines (``## 1 · Eq. 1: ...``), or the paragraph names the lesson that
+defines it, or writes the formula, and that lesson holds the same formula. A reference inside a citation of another
 work ("Kwon et al. 2023 (sections 3-4)") is the other work's and is not checked. What a section says is
 checked where it can be read without running anything: the block sizes a paragraph binds ("S = 8") must
 be among those the section it cites binds, in its prose or its code.
@@ -26,6 +28,8 @@ HEADING = re.compile(r"(?m)^##\s+(\d+)\s+·")
 REFERENCE = re.compile(r"\b(?:(Step) (\d+) of )?[Ss]ections? (\d+(?:\.\d+)?(?:(?:, | and |-|–)\d+)*)")
 CITATION = re.compile(r"(?:et al\.?|Kwon|paper'?s?)[^()]{0,30}[(,]\s*$|§")
 BINDING = re.compile(r"\bS\s*=\s*(\d+)\b")
+EQUATION = re.compile(r"\bEq\. (\d+)(?::\s*(\$[^$]+\$))?")
+DEFINES = re.compile(r"(?m)^##\s+\d+\s+·\s+Eq\. (\d+):")
 
 
 def sections(path) -> dict[str, str]:
@@ -106,3 +110,44 @@ def test_the_reveal_that_pinned_an_s8_count_on_section_3_is_caught():
     assert any("works at S = ['16', '4']" in p for p in wrong_references(math, [("q-shared reveal", old)]))
     assert wrong_references(math, [("x", "as section 9 showed")])[0].startswith("x: 'section 9' names no section")
     assert wrong_references(math, [("x", "Kwon et al. 2023 (sections 8-9)")]) == []
+
+
+def _text(path) -> str:
+    return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+
+
+def wrong_equations(path, said=None) -> list[str]:
+    """What is wrong with the equation references of lesson ``path`` (or of ``said``, read as its)."""
+    defined = {p.stem: set(DEFINES.findall(_text(p))) for p in LESSONS}
+    problems = []
+    for where, para in (said if said is not None else prose(path)):
+        for m in EQUATION.finditer(para):
+            if DEFINES.match(para) or CITATION.search(para[max(0, m.start() - 40):m.start()]):
+                continue
+            n, formula = m.groups()
+            owners = [name for name, eqs in defined.items() if n in eqs]
+            if path.stem in owners:
+                continue
+            if not owners:
+                problems.append(f"{where}: 'Eq. {n}' is defined by no lesson")
+            elif formula:
+                if not any(" ".join(formula.split()) in " ".join(_text(p).split()) for p in LESSONS if p.stem in owners):
+                    problems.append(f"{where}: 'Eq. {n}: {formula}' is not the formula of {owners}")
+            elif not any(f"`{o}`" in para or f"lesson {o[:2]}" in para for o in owners):
+                problems.append(f"{where}: 'Eq. {n}' is {owners}'s: name that lesson or write the formula")
+    return problems
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_every_equation_reference_is_defined_and_says_what_it_says_there(path):
+    problems = wrong_equations(path)
+    assert not problems, "\n".join(problems)
+
+
+def test_an_equation_from_elsewhere_must_be_named_or_written_as_it_is_there():
+    code = next(p for p in LESSONS if p.stem == "03_code")
+    assert wrong_equations(code, [("x", "Eq. 1 of lesson `02_math` per layer")]) == []
+    assert wrong_equations(code, [("x", "(Eq. 1: $C_{\\mathrm{tok}} = 2 L H_{kv} d_{\\mathrm{head}} b$)")]) == []
+    assert "not the formula" in wrong_equations(code, [("x", "(Eq. 1: $C = L H d b$)")])[0]
+    assert "name that lesson" in wrong_equations(code, [("x", "as Eq. 2 says")])[0]
+    assert "defined by no lesson" in wrong_equations(code, [("x", "as Eq. 7 says")])[0]

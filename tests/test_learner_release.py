@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -180,7 +181,8 @@ def test_make_release_fails_when_a_released_set_holds_a_hidden_test(tmp_path, se
         for name in release_tool.tracked(REPO, folder):
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, repo / name)
-    shutil.copy2(REPO / "pyproject.toml", repo / "pyproject.toml")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, repo / name)
     hidden, _ = hidden_and_solution_lines(REPO / "solutions" / "ps1_intuition" / "ps1_intuition.ipynb")
     line = next(h for h in hidden if h in secrets)
     target = repo / "exercises" / "ps1_intuition" / "ps1_intuition.ipynb"
@@ -242,3 +244,47 @@ def test_a_learner_image_that_copies_the_repository_is_caught(built, secrets, tm
                                                 "COPY --chown=root:root release/README.md")
     tree = image_tree(slipped, built[0], tmp_path / "image")
     assert any(find.startswith("opt/pagedkv/solutions/") for find in release_tool.leaks(tree, secrets))
+
+
+# ---- the learner's install and the section for learners outside the hub ---------------------------------
+
+def install_block_of(readme_text: str) -> list[str]:
+    """The one ``bash`` block of the README's install section, as lines (tests/test_release_route.py runs it)."""
+    section = readme_text.split(release_tool.INSTALL_HEADING + "\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    assert len(blocks) == 1, f"{release_tool.INSTALL_HEADING} should hold one bash block, found {len(blocks)}"
+    return blocks[0].strip().splitlines()
+
+
+def test_one_block_installs_cpu_torch_then_the_course_with_its_extras_then_opens_jupyterlab(built):
+    out, wheel = built
+    text = (out / "README.md").read_text()
+    lines = install_block_of(text)
+    step = lambda needle: next(i for i, line in enumerate(lines) if needle in line)  # noqa: E731
+    torch, course, lab = step("pip install torch --index-url https://download.pytorch.org/whl/cpu"), \
+        step(f'pip install "dist/{wheel.name}['), step("jupyter lab notebooks/01_intuition.ipynb")
+    assert step("-m venv .venv") < step(".venv/bin/activate") < torch < course < lab == len(lines) - 1, lines
+    extras = re.search(r"\[([\w,]+)\]", lines[course]).group(1).split(",")
+    assert extras == list(release_tool.EXTRAS) and (out / "dist" / wheel.name).is_file()
+    optional = tomllib.loads((out / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert optional["triton"] == ["triton>=3.0; platform_system == 'Linux'"], optional["triton"]
+    assert optional["fast"] and not any(";" in r for r in optional["fast"]), "numba: on every platform"
+    assert {"jupyterlab", "nbgrader"} <= {re.match(r"[\w-]+", r).group(0) for r in optional["course"]}
+    for platform in ("| Linux, no NVIDIA GPU |", "| Windows |", "| macOS, Apple silicon |", "| macOS, Intel |"):
+        assert platform in text, platform
+
+
+def test_the_release_readme_carries_the_section_for_learners_outside_the_hub(built):
+    text = (built[0] / "README.md").read_text()
+    section = release_tool.outside_hub_section(REPO)
+    assert section in text and section == section.strip() + "\n"
+    for needed in ("nbgrader validate exercises/", "PRACTICE numbers", "from pagedkv_lib.lesson.gates import commit",
+                   "gates.save_record(", "Bonus skipped"):
+        assert needed in section, needed
+    assert "\n## " not in section.split("\n", 1)[1], "the section stops at the next one"
+
+
+def test_a_readme_without_the_section_is_named(tmp_path):
+    (tmp_path / "README.md").write_text("# a course\n\n## Quick start\n")
+    with pytest.raises(ValueError, match=r"has no section '## Learning outside the hub'"):
+        release_tool.outside_hub_section(tmp_path)

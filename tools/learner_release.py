@@ -21,6 +21,7 @@ markers, for instructor modules, keys and the course secret (:func:`leaks`), and
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import json
 import re
@@ -46,7 +47,21 @@ PRIVATE_DIRS = {"solutions", "submitted", "autograded", "feedback", "source", "g
 MIN_LINE = 10
 """Solution lines shorter than this many characters (``return ids``) say nothing on their own."""
 EXTRAS = ("course", "fast", "triton")
-"""The optional dependency groups a learner may want; the test, browser and hub groups stay behind."""
+"""The optional dependency groups a learner installs (JupyterLab and nbgrader, numba, triton where it installs);
+the test, browser and hub groups stay behind."""
+INSTALL_HEADING = "## Open in JupyterLab on your machine"
+"""The release README's section whose one ``bash`` block is the learner's install (tests/test_release_route.py runs it)."""
+OUTSIDE_HUB = "## Learning outside the hub"
+"""The section of this repository's README that the release README carries as it is."""
+PLATFORMS = """\
+| platform | torch (the first `pip install`) | numba | triton | what changes in the lessons |
+|---|---|---|---|---|
+| Linux, no NVIDIA GPU | PyTorch's CPU build (`+cpu`: 183 MiB for torch 2.13 on x86-64) | yes | yes | nothing: Triton runs in its CPU interpreter |
+| Linux with an NVIDIA GPU | the CPU build as above; or leave that line out for the CUDA build (several GB) | yes | yes | with CUDA torch, Triton runs on the GPU |
+| Windows | PyTorch's CPU build | yes | no: no wheels | lesson 03 skips the Triton kernel in one line; ps3's bonus is skipped and costs nothing |
+| macOS, Apple silicon | PyTorch's macOS build (the same wheel as the default index's) | yes | no: no wheels | as on Windows |
+| macOS, Intel | none: PyTorch stopped at 2.2 there, and the course needs 2.4 | | | use Colab |"""
+"""What each platform gets from :func:`install_block`, for the release README."""
 
 
 def tracked(repo: Path, folder: str) -> list[str]:
@@ -198,6 +213,37 @@ def build_wheel(out: Path) -> Path:
     return wheel
 
 
+def cpu_index() -> str:
+    """PyTorch's CPU-only wheel index, as ``make setup TORCH=cpu`` uses it (tools/torch_choice.py)."""
+    spec = importlib.util.spec_from_file_location("torch_choice", Path(__file__).with_name("torch_choice.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CPU_INDEX
+
+
+def install_block(wheel: str) -> str:
+    """The learner's install, one step a line in the order they must run: a venv, PyTorch's CPU build, the
+    course's wheel with :data:`EXTRAS`, JupyterLab on the first lesson. POSIX shell; the comments say what
+    Windows runs instead, after which every line is the same there."""
+    return "\n".join([
+        "python3 -m venv .venv            # Windows: py -m venv .venv",
+        ". .venv/bin/activate             # Windows: .venv\\Scripts\\activate",
+        f"python -m pip install torch --index-url {cpu_index()}",
+        f'python -m pip install "dist/{wheel}[{",".join(EXTRAS)}]"',
+        "jupyter lab notebooks/01_intuition.ipynb",
+    ])
+
+
+def outside_hub_section(repo: Path) -> str:
+    """The :data:`OUTSIDE_HUB` section of ``repo``'s README, up to the next section of its level."""
+    text = (repo / "README.md").read_text(encoding="utf-8")
+    if OUTSIDE_HUB + "\n" not in text:
+        raise ValueError(f"{repo / 'README.md'} has no section {OUTSIDE_HUB!r}: the learner release carries it")
+    section = text.split(OUTSIDE_HUB + "\n", 1)[1]
+    end = re.search(r"^## ", section, re.M)
+    return OUTSIDE_HUB + "\n" + (section[:end.start()] if end else section).rstrip() + "\n"
+
+
 def readme(repo: Path, github: str | None, branch: str, wheel: str) -> str:
     lessons = sorted(p.name for p in (repo / "notebooks").glob("*.ipynb"))
     sets = sorted(p.parent.name for p in (repo / "exercises").glob("*/*.ipynb"))
@@ -227,16 +273,17 @@ Four lessons, each with its problem set. Start with the first lesson, then its p
 
 ## Open in JupyterLab on your machine
 
-Python 3.10 or newer:
+Python 3.10 or newer. In this folder, run these lines in order (on Windows, the comments say what differs):
 
 ```bash
-python3 -m venv .venv
-.venv/bin/pip install '.[course]'      # or: .venv/bin/pip install 'dist/{wheel}[course]'
-.venv/bin/jupyter lab notebooks/01_intuition.ipynb
+{install_block(wheel)}
 ```
 
-On a Linux laptop without a GPU, install PyTorch's CPU build first (it is much smaller):
-`.venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu`.
+The first `pip install` takes PyTorch's CPU build: the course never needs a GPU, and on Linux the
+default torch is the CUDA build, several GB. The second installs the course, JupyterLab and nbgrader (its
+*Validate* button), numba for the fused CPU kernel of lesson 03, and triton where it installs (Linux):
+
+{PLATFORMS}
 
 On your class's JupyterHub everything is installed already: the lessons are in `~/lessons`, and the
 problem sets come from *Nbgrader > Assignment List > Fetch*.
@@ -260,6 +307,7 @@ On the class's JupyterHub your key is already set: there is nothing to paste.
 Your instructor grades your notebook by running it again, in a sandbox, on your numbers; the checks you
 see in the notebook are there to help you before you hand in.
 
+{outside_hub_section(repo)}
 ## The library
 
 `pagedkv_lib/` is the library the lessons call: read it, it is part of the course. The grader is not

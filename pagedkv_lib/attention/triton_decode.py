@@ -10,7 +10,7 @@ interpreter when a function is *defined*: Triton's own helpers (``tl.sum``, ``tl
 ``triton`` is first imported, this kernel when this module is. So set ``TRITON_INTERPRET=1``
 before anything in the process imports triton; :data:`INTERPRETED` records what you got.
 
-Optional dependency: ``pip install 'pagedkv_lib[triton]'``. No other module of the library
+Optional dependency: ``python -m pip install triton`` (Linux only). No other module of the library
 imports this one, so the rest works without Triton.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised by a test that hides triton
     raise ImportError(
         "pagedkv_lib.attention.triton_decode needs Triton, which is an optional dependency: "
-        "install it with `pip install 'pagedkv_lib[triton]'` (or `pip install triton`). "
+        "install it with `python -m pip install triton` (wheels for Linux only). "
         "The torch versions in pagedkv_lib.attention.spec need no Triton."
     ) from exc
 

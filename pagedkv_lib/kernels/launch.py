@@ -66,7 +66,7 @@ def compiled_or_why_not(kernel: str, run_tiny: Callable[[], object], fallback: s
         run_tiny()
         return None
     except ImportError as exc:
-        reason = f"numba is not installed ({exc}): `pip install 'pagedkv_lib[fast]'` for the {kernel}"
+        reason = f"numba is not installed ({exc}): `python -m pip install numba` for the {kernel}"
     except Exception as exc:  # noqa: BLE001  (any failure of numba's: compile, lowering, its own bugs)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         reason = f"numba could not compile the {kernel} ({type(exc).__name__}: {first[:200]})"

@@ -12,6 +12,7 @@ from pagedkv_lib.lesson.answer_keys import engines_keys as K
 from pagedkv_lib.sim import preemption_cost as pc
 from pagedkv_lib.sim import workloads
 from pagedkv_lib.sim.cpu_tier import replay_with_cpu_tier
+from pagedkv_lib.sim.makespan_gap import makespan_gap
 
 
 def test_chained_keys_have_one_size_while_the_tree_path_grows():
@@ -168,6 +169,8 @@ def test_a_tie_in_one_gap_admits_both_choices_it_does_not_decide(monkeypatch):
     ("q-cpu-tier", (K, "replay_with_cpu_tier"), {"trace": workloads.multi_turn_conversations(10, seed=1),
                                                  "gpu_blocks": 300, "cpu_blocks": 500}),
     ("q-preempt", (pc, "crossover_tokens"), {"model": "OPT-13B", "link": 2e9}),
+    ("q-served-preempt", (E, "served_preemption_results"), {"trace": E.busy_trace(requests=150), "link": 2e10,
+                                                             "num_blocks": 988}),
 ])
 def test_a_gate_runs_its_simulation_or_bisection_once_for_answer_and_reveal(qid, target, live, monkeypatch):
     from pagedkv_lib.lesson import gates as W
@@ -200,14 +203,15 @@ def test_the_hybrid_reveal_names_the_gpu_its_rows_were_counted_for():
                                                          block_size=32).requests
 
 
-def test_the_served_preemption_control_opens_with_the_preemption_gate_and_follows_its_link():
+def test_the_served_preemption_control_opens_with_the_served_gate_and_follows_its_link():
     from pagedkv_lib.lesson import gates as W
     W.reset()
     trace = E.busy_trace(requests=200)
-    gate = W.ask("q-preempt", "which costs less?", model="Llama-3-8B", link=pc.PCIE4_X16_BYTES_PER_S)
+    gate = W.ask("q-served-preempt", "which finishes sooner?", trace=trace, link=pc.PCIE4_X16_BYTES_PER_S,
+                 num_blocks=988)
     control = E.served_preemption_control(trace, after=gate)
     assert control.shut and control.boxes[0].disabled and "recompute" not in control.text()
-    W.commit("q-preempt", gate.choices[0])
+    W.commit("q-served-preempt", gate.choices[0])
     assert not control.shut and control.boxes[0].description == "host link"
     labels = list(E.LINKS)
     assert control.text() == E.served_preemption_text(trace, E.LINKS[labels[0]])
@@ -228,3 +232,41 @@ def test_the_served_runs_differ_only_in_what_happens_when_blocks_run_out():
     assert swap["preempted_swap"] > 0 and swap["recomputed_tokens"] == swap["reused_tokens"] == 0
     table = E.served_preemption_table(runs, 1000, 988)
     assert table.count("\n| ") == 1 + len(runs) and "| recompute, reusing the blocks still cached |" in table
+
+
+def _served_live(link=pc.PCIE4_X16_BYTES_PER_S, requests=1000):
+    return {"trace": E.busy_trace(requests=requests), "link": link, "num_blocks": 988}
+
+
+@pytest.mark.parametrize("link", [pc.PCIE4_X16_BYTES_PER_S, pc.PCIE5_X16_BYTES_PER_S])
+def test_the_served_gate_is_the_run_that_finishes_first_and_its_reveal_adds_up(link):
+    """The answer is whichever run serves the trace sooner; the reveal's table has each run's parts adding up to
+    its time, and its prose gives the live preemption counts and the swap-ins undone in their own step."""
+    live = _served_live(link, requests=300)
+    runs = E.served_preemption_results(live["trace"], link, 988, ways=("recompute", "swap"))
+    re, sw = (runs[k].summary()["makespan_s"] for k in ("recompute", "swap"))
+    answer, reveal = GATE_KEYS["q-served-preempt"].answer_and_reveal(live)
+    assert answer == K.SERVED_CHOICES[re > sw] and re != sw
+    table = reveal[1]
+    for row in table.splitlines()[2:]:
+        cells = [float(c.replace(",", "")) for c in row.strip("|").split("|")[2:]]
+        assert sum(cells[:-1]) == pytest.approx(cells[-1], abs=0.03)
+    why = " ".join(reveal[2].split())
+    assert f"recompute preempted **{runs['recompute'].preempted_recompute:,}** times" in why
+    assert f"**{runs['swap'].undone_swaps:,}** of the swaps out" in why
+
+
+def test_the_lessons_served_gate_contradicts_the_per_request_table_and_the_reveal_says_why():
+    """The lesson's question: per preemption, swap is the cheaper for requests of the size it moved, yet plain
+    recompute serves the busy trace sooner over PCIe 4.0, because swap preempts more often (and undoes some of its
+    own swap-ins); over PCIe 5.0 swap wins."""
+    live = _served_live()
+    answer, reveal = GATE_KEYS["q-served-preempt"].answer_and_reveal(live)
+    runs = E.served_preemption_results(live["trace"], live["link"], 988, ways=("recompute", "swap"))
+    sw = runs["swap"]
+    mean_moved = round(sw.swapped_tokens / sw.preempted_swap)
+    assert pc.cheaper_preemption(mean_moved, "OPT-13B") == "swap" and answer == "recompute"
+    gap = makespan_gap(runs["recompute"], sw)
+    assert gap["preemption_count_s"] > abs(gap["steps_s"]) + abs(gap["preemption_price_s"])
+    assert sw.undone_swaps > 0
+    assert GATE_KEYS["q-served-preempt"].answer(_served_live(pc.PCIE5_X16_BYTES_PER_S)) == "swap"

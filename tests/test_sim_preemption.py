@@ -16,6 +16,7 @@ from pagedkv_lib import accounting as acc
 from pagedkv_lib.blocks.block_hash import sha256
 from pagedkv_lib.sim import preemption_cost as pc
 from pagedkv_lib.sim.cpu_tier import replay_with_cpu_tier
+from pagedkv_lib.sim.makespan_gap import makespan_gap
 from pagedkv_lib.sim.timed_serving import _FreeQueue, serve_timed
 from pagedkv_lib.sim.workloads import multi_turn_conversations, trace_from_lengths
 
@@ -128,6 +129,48 @@ def test_every_request_finishes_within_memory_and_budget(trace, chunked, budget,
     assert res.recomputed_tokens >= 0 and res.reused_tokens % 2 == 0   # whole blocks of 2 tokens are reused
     if not caching:
         assert res.reused_tokens == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(trace=small_traces(), budget=st.integers(8, 64), num_blocks=st.integers(26, 40),
+       modes=st.lists(st.sampled_from(["recompute", "swap", "cheaper"]), min_size=2, max_size=2),
+       cpu_blocks=st.sampled_from([0, 8, 1000]), caching=st.lists(st.booleans(), min_size=2, max_size=2))
+def test_the_time_parts_add_up_to_the_makespan_and_two_runs_gap_to_its_causes(trace, budget, num_blocks, modes,
+                                                                               cpu_blocks, caching):
+    """Each run's makespan is its steps' weights, prompts, prefill again, transfers and idle time; two runs of one
+    trace differ by steps, idle time, and their preemptions' number and price, and by nothing else."""
+    kw = dict(token_budget=budget, num_blocks=num_blocks, cpu_blocks=cpu_blocks, link_bytes_per_s=256.0)
+    runs = [_timed(trace, preemption=m, prefix_caching=c, **kw) for m, c in zip(modes, caching)]
+    for res in runs:
+        parts = res.time_parts()
+        assert sum(parts.values()) == pytest.approx(res.summary()["makespan_s"], rel=1e-12)
+        assert min(parts.values()) >= 0 and parts["weights_s"] == res.steps * 1.0
+        assert parts["transfer_s"] == res.swapped_bytes / 256.0 and res.prompt_tokens == trace.prompt_len.sum()
+        again = res.prefill_tokens - res.prompt_tokens           # each preemption by recompute redoes what it
+        assert res.recomputed_tokens <= again <= res.recomputed_tokens + res.preempted_recompute  # dropped, +1
+        assert 2 * res.swapped_tokens * acc.bytes_per_token(TINY) == res.swapped_bytes   # out, and back
+        assert res.undone_swaps <= res.preempted_swap and res.undone_swap_bytes <= res.swapped_bytes
+        assert res.admissions_held_steps <= res.steps
+        if res.preempted_swap == 0:
+            assert res.admissions_held_steps == res.undone_swaps == 0
+    gap = makespan_gap(*runs)
+    assert sum(gap.values()) == pytest.approx(runs[1].summary()["makespan_s"] - runs[0].summary()["makespan_s"],
+                                              abs=1e-9)
+    assert gap["prompt_prefill_s"] == 0
+    assert makespan_gap(runs[0], runs[0]) == dict.fromkeys(gap, 0.0)
+
+
+def test_a_swap_in_that_leaves_no_room_for_the_next_tokens_is_undone_in_the_same_step_by_hand():
+    """A (prompt 1, 4 tokens) and B (prompt 4, 2 tokens) in 3 blocks of 2. Step 2: B's next token opens a block, none
+    is free, B (the youngest) is swapped out. Step 3: B's 2 blocks fit, so it is swapped in first; then A's and B's
+    next tokens both need a block, and B goes out again at once: 256 bytes in and 256 out for nothing. Step 5 brings
+    B back for good. 5 steps of 1 s, 5 prompt tokens at 1 s, and 4 transfers of 256 bytes at 256 bytes/s: 14 s."""
+    res = _timed(trace_from_lengths([1, 4], [4, 2]), num_blocks=3, preemption="swap", cpu_blocks=1000,
+                 link_bytes_per_s=256.0)
+    assert (res.preempted_swap, res.undone_swaps, res.undone_swap_bytes, res.swapped_bytes) == (2, 1, 512, 1024)
+    assert res.time_parts() == {"weights_s": 5.0, "prompt_prefill_s": 5.0, "prefill_again_s": 0.0,
+                                "transfer_s": 4.0, "idle_s": 0.0}
+    assert res.summary()["makespan_s"] == 14.0 and res.admissions_held_steps == 0
 
 
 def test_swap_beats_recompute_when_the_link_is_fast_and_the_cost_model_picks_it():
@@ -293,6 +336,7 @@ class _Reference:
                      for i, (p, o, a) in enumerate(zip(trace.prompt_len, trace.output_len, trace.arrival_s))]
         self.waiting, self.swapped, self.running = [], [], []
         self.gaps, self.stalls, self.swaps, self.recomputes, self.moved_total = [], 0, 0, 0, 0
+        self.steps, self.prefilled, self.idle, self.undone, self.undone_bytes, self.held = 0, 0, 0.0, 0, 0, 0
 
     def blocks(self, tokens):
         return -(-tokens // self.S)
@@ -332,6 +376,9 @@ class _Reference:
             self.release(q, cached=False)
             self.swapped.append(q)
             self.swaps += 1
+            if q.get("back") == self.steps:          # swapped in at this step's start
+                self.undone += 1
+                self.undone_bytes += 2 * acc.hybrid_kv_bytes(self.spec, q["kv"])
             return acc.hybrid_kv_bytes(self.spec, q["kv"])
         self.release(q, cached=True)
         self.recomputes += 1
@@ -369,15 +416,19 @@ class _Reference:
                 self.waiting.append(self.reqs[arrived])
                 arrived += 1
             if not (self.running or self.waiting or self.swapped):
+                self.idle += self.reqs[arrived]["arrival"] - now
                 now = self.reqs[arrived]["arrival"]
                 continue
+            self.steps += 1
             moved = 0
             while self.swapped and len(self.running) < 256 and self.blocks(self.swapped[0]["kv"]) <= self.free():
                 q = self.swapped.pop(0)
                 self.running.append(q)
                 for _ in range(self.blocks(q["kv"])):
                     self.open_block()
+                q["back"] = self.steps
                 moved += acc.hybrid_kv_bytes(self.spec, q["kv"])
+            self.held += bool(self.swapped and self.waiting)
             decoding = [q for q in self.running if q["kv"] >= q["target"]]
             head_fits = (not self.chunked and self.waiting and not self.swapped and len(self.running) < 256
                          and self.blocks(self.waiting[0]["target"]) <= self.free())
@@ -420,6 +471,7 @@ class _Reference:
             if not (decoding or prefilled or moved) and self.running:
                 moved += self.preempt(self.running[-1])
             self.moved_total += moved
+            self.prefilled += prefilled
             now += self.decode_s + prefilled * self.token_s + moved / self.link
             self.peak = max(self.peak, self.used() + reserved)
             for q in decoding:
@@ -453,6 +505,9 @@ def test_timed_loop_equals_the_token_by_token_reference(trace, chunked, budget, 
     assert sorted(res.token_gaps_s.tolist()) == pytest.approx(sorted(ref.gaps))
     assert (res.stalled_decodes, res.preempted_swap, res.preempted_recompute, res.swapped_bytes) == (
         ref.stalls, ref.swaps, ref.recomputes, ref.moved_total)
+    assert (res.steps, res.prefill_tokens, res.undone_swaps, res.undone_swap_bytes, res.admissions_held_steps) == (
+        ref.steps, ref.prefilled, ref.undone, ref.undone_bytes, ref.held)
+    assert res.idle_s == pytest.approx(ref.idle)
 
 
 def test_an_admission_leaves_the_decodes_their_next_blocks():

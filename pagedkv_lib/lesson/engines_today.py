@@ -5,7 +5,7 @@ Lesson 03 sets vLLM v1's hash-chained block keys beside the exact prefix tree (:
 cache of hybrid models (:func:`hybrid_rows`); lesson 04 gets one control each for swap against recompute,
 chunked prefill and a CPU tier (:func:`preemption_control`, :func:`chunking_control`, :func:`cpu_tier_control`),
 and one that serves a busy trace by recompute, by recompute reusing the blocks still cached (vLLM v1's way),
-and by swap (:func:`served_preemption_control`).
+and by swap (:func:`served_preemption_control`), with where each run's time went (:func:`time_parts_table`).
 Every figure is computed here from the library, now; the controls are labelled ipywidgets boxes
 (present in ipywidgets 7.7 and 8), reachable with the Tab key, each re-running its model on change.
 """
@@ -161,13 +161,19 @@ def busy_trace(requests: int = 1000, rate_per_s: float = 20.0, seed: int = 0):
     return workloads.poisson_arrivals(workloads.sharegpt_like(requests, seed=seed), rate_per_s, seed=seed)
 
 
-def served_preemption_runs(trace, link_bytes_per_s: float, num_blocks: int) -> dict[str, dict]:
-    """``trace`` served in simulated time (OPT-13B, ``num_blocks`` blocks of 16) each way of
-    :data:`SERVED_PREEMPTIONS`, a swap using a host area of four times the GPU's blocks over a link of
-    ``link_bytes_per_s`` bytes/s each way: each run's :meth:`~..sim.timed_serving.TimedResult.summary`, by way."""
+def served_preemption_results(trace, link_bytes_per_s: float, num_blocks: int,
+                              ways=tuple(SERVED_PREEMPTIONS)) -> dict:
+    """``trace`` served in simulated time (OPT-13B, ``num_blocks`` blocks of 16) each of ``ways`` (names in
+    :data:`SERVED_PREEMPTIONS`), a swap using a host area of four times the GPU's blocks over a link of
+    ``link_bytes_per_s`` bytes/s each way: each run's :class:`~..sim.timed_serving.TimedResult`, by way."""
     return {name: serve_timed(trace, num_blocks=num_blocks, cpu_blocks=4 * num_blocks,
-                              link_bytes_per_s=link_bytes_per_s, **how).summary()
-            for name, how in SERVED_PREEMPTIONS.items()}
+                              link_bytes_per_s=link_bytes_per_s, **SERVED_PREEMPTIONS[name]) for name in ways}
+
+
+def served_preemption_runs(trace, link_bytes_per_s: float, num_blocks: int) -> dict[str, dict]:
+    """:func:`served_preemption_results` each way of :data:`SERVED_PREEMPTIONS`, as each run's
+    :meth:`~..sim.timed_serving.TimedResult.summary`."""
+    return {name: r.summary() for name, r in served_preemption_results(trace, link_bytes_per_s, num_blocks).items()}
 
 
 def served_preemption_table(runs: dict[str, dict], requests: int, num_blocks: int) -> str:
@@ -179,6 +185,20 @@ def served_preemption_table(runs: dict[str, dict], requests: int, num_blocks: in
             f"area of {4 * num_blocks:,} blocks. Simulated seconds.\n\n"
             "| when blocks run out | all served after (s) | mean time to first token (s) | tokens prefilled again | "
             "tokens found still cached | swaps out |\n|---|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def time_parts_table(results: dict) -> str:
+    """Markdown: where each run's time went (:meth:`~..sim.timed_serving.TimedResult.time_parts`, seconds), by way
+    (``results``: :class:`~..sim.timed_serving.TimedResult` by name); each row's parts add up to its last column."""
+    rows = []
+    for name, r in results.items():
+        p = r.time_parts()
+        rows.append(f"| {name} | {r.steps:,} | {p['weights_s']:,.2f} | {p['prompt_prefill_s']:,.2f} | "
+                    f"{p['prefill_again_s']:,.2f} | {p['transfer_s']:,.2f} | {p['idle_s']:,.2f} | "
+                    f"{r.summary()['makespan_s']:,.2f} |")
+    return ("| when blocks run out | steps | reading the weights, once a step (s) | prompts prefilled (s) | "
+            "prefilled again (s) | over the host link (s) | nothing to run (s) | all served after (s) |\n"
+            "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 
 def chunking_runs(trace, token_budget: int, num_blocks: int) -> dict[str, dict]:
@@ -291,9 +311,12 @@ def cpu_tier_control(trace, gpu_blocks: int = 1500, cpu_blocks: int = 0, after=N
 
 def served_preemption_text(trace, link_bytes_per_s: float, num_blocks: int | None = None) -> str:
     """Markdown: :func:`served_preemption_table` for ``trace`` over that link (``num_blocks``: by default a 40 GiB
-    GPU's, :func:`~..sim.simulate.kv_budget_blocks`)."""
+    GPU's, :func:`~..sim.simulate.kv_budget_blocks`), then where each run's time went (:func:`time_parts_table`)."""
     blocks = kv_budget_blocks() if num_blocks is None else num_blocks
-    return served_preemption_table(served_preemption_runs(trace, link_bytes_per_s, blocks), len(trace), blocks)
+    results = served_preemption_results(trace, link_bytes_per_s, blocks)
+    runs = {name: r.summary() for name, r in results.items()}
+    return (served_preemption_table(runs, len(trace), blocks) + "\n\nWhere each run's time went:\n\n"
+            + time_parts_table(results))
 
 
 def served_preemption_control(trace, after=None):
@@ -310,7 +333,7 @@ def conversations(num_conversations: int = 100, seed: int = 0):
 
 __all__ = ["LINKS", "Control", "key_sizes", "wrong_hit_table", "measured_wrong_hits", "crafted_wrong_hit",
            "hybrid_rows", "hybrid_table", "preemption_rows", "preemption_text", "preemption_table",
-           "which_is_cheaper", "SERVED_PREEMPTIONS", "busy_trace", "served_preemption_runs",
-           "served_preemption_table", "served_preemption_text", "chunking_runs", "chunking_text", "chunking_table",
-           "cpu_tier_text", "cpu_tier_summary", "preemption_control", "chunking_control", "cpu_tier_control",
-           "served_preemption_control", "conversations"]
+           "which_is_cheaper", "SERVED_PREEMPTIONS", "busy_trace", "served_preemption_results",
+           "served_preemption_runs", "served_preemption_table", "served_preemption_text", "time_parts_table",
+           "chunking_runs", "chunking_text", "chunking_table", "cpu_tier_text", "cpu_tier_summary",
+           "preemption_control", "chunking_control", "cpu_tier_control", "served_preemption_control", "conversations"]

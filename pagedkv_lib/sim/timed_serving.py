@@ -35,6 +35,11 @@ is always a prefix. When it is admitted again, those surviving blocks are prefix
 contents; here no two requests share a prompt, so a preempted request is the only one that can hit
 its own blocks, and :class:`_FreeQueue` tracks that by owner.)
 
+Where a run's time went: :meth:`TimedResult.time_parts` splits its makespan into the steps' weight reads, the
+prompts' prefill, prefill again after a recompute, swap transfers and idle time (:mod:`.makespan_gap` sets two
+runs side by side); read-only counters beside it say how often a swap-in was undone in its own step and how
+many steps a swapped request held back admissions.
+
 Per-request semantics: a prefill that completes produces the request's next token (its first,
 or the next one after a recompute); each decode step writes the last token's K/V and produces
 the next. A request holds ``prompt + generated - 1`` KV tokens while it decodes.
@@ -68,6 +73,15 @@ class TimedResult:
     ``recomputed_tokens`` prefilled again; ``peak_blocks`` most blocks held at once;
     ``reused_tokens`` tokens a re-admitted request found still cached (``prefix_caching``; not in
     ``recomputed_tokens``).
+
+    Where the time went, read-only counts the loop keeps for :meth:`time_parts`: ``prompt_tokens`` in the
+    trace, ``prefill_tokens`` prefilled in all (first prefills and again after a recompute), ``idle_s``
+    spent waiting for an arrival with nothing to run, the step's constants ``decode_step_s`` (s) and
+    ``prefill_token_s`` (s per token) and ``link_bytes_per_s``; ``swapped_tokens`` KV tokens sent out by
+    swaps; ``undone_swaps`` swaps out of a request swapped back in during the same step, and
+    ``undone_swap_bytes`` the bytes those round trips moved (in, then out again);
+    ``admissions_held_steps`` steps in which a request waited for admission while a swapped request
+    waited for room (a swapped request resumes before any admission).
     """
 
     ttft_s: np.ndarray
@@ -82,6 +96,28 @@ class TimedResult:
     peak_blocks: int
     step_tokens_max: int
     reused_tokens: int = 0
+    prompt_tokens: int = 0
+    prefill_tokens: int = 0
+    idle_s: float = 0.0
+    decode_step_s: float = 0.0
+    prefill_token_s: float = 0.0
+    link_bytes_per_s: float = float("inf")
+    swapped_tokens: int = 0
+    undone_swaps: int = 0
+    undone_swap_bytes: int = 0
+    admissions_held_steps: int = 0
+
+    def time_parts(self) -> dict:
+        """The makespan split by what each step paid for (seconds; the parts add up to ``makespan_s``).
+
+        A step lasts ``decode_step_s + prefill_tokens * prefill_token_s + moved_bytes / link_bytes_per_s``,
+        so over the run: ``weights_s`` (the weights read once a step), ``prompt_prefill_s`` (every prompt
+        prefilled once), ``prefill_again_s`` (tokens prefilled again after a recompute, less what the
+        prefix cache kept), ``transfer_s`` (swaps, both ways), and ``idle_s`` (no request to run)."""
+        return {"weights_s": self.steps * self.decode_step_s,
+                "prompt_prefill_s": self.prompt_tokens * self.prefill_token_s,
+                "prefill_again_s": (self.prefill_tokens - self.prompt_tokens) * self.prefill_token_s,
+                "transfer_s": self.swapped_bytes / self.link_bytes_per_s, "idle_s": self.idle_s}
 
     def summary(self) -> dict:
         """Headline figures: makespan, TTFT and inter-token latency percentiles, stalls, preemptions."""
@@ -165,7 +201,9 @@ class _Engine:
         self.cpu_used = 0
         self.gaps: list[float] = []
         self.counts = dict(stalled=0, steps=0, swap=0, recompute=0, swapped_bytes=0, recomputed=0, peak=0, step_max=0,
-                           reused=0)
+                           reused=0, prefilled=0, swapped_tokens=0, undone=0, undone_bytes=0, held=0)
+        self.idle_s = 0.0
+        self.swapped_in_now: set[int] = set()  # requests swapped back in during the current step
 
     # ------------------------------------------------------------------ the loop
 
@@ -176,6 +214,7 @@ class _Engine:
                 self.waiting.append(arrived)
                 arrived += 1
             if not (self.running or self.waiting or self.swapped):
+                self.idle_s += self.arrival[arrived] - now
                 now = self.arrival[arrived]
                 continue
             now, finished = self._step(now)
@@ -183,11 +222,16 @@ class _Engine:
         c = self.counts
         return TimedResult(np.array(self.ttft), np.array(self.finish), np.array(self.gaps), c["stalled"], c["steps"],
                            c["swap"], c["recompute"], c["swapped_bytes"], c["recomputed"], c["peak"], c["step_max"],
-                           c["reused"])
+                           c["reused"], prompt_tokens=sum(self.prompt), prefill_tokens=c["prefilled"],
+                           idle_s=self.idle_s, decode_step_s=self.decode_s, prefill_token_s=self.prefill_token_s,
+                           link_bytes_per_s=self.link, swapped_tokens=c["swapped_tokens"], undone_swaps=c["undone"],
+                           undone_swap_bytes=c["undone_bytes"], admissions_held_steps=c["held"])
 
     def _step(self, now: float) -> tuple[float, int]:
         """One engine step from time ``now``; returns the time it ends and how many requests finished."""
         moved = self._resume_swapped()
+        if self.swapped and self.waiting:
+            self.counts["held"] += 1
         decoding = [r for r in self.running if self.kv[r] >= self.target[r]]
         prefill_step = not self.chunked and self._head_fits()
         opening = 0  # blocks the decodes open at the step's end
@@ -202,6 +246,7 @@ class _Engine:
             moved += self._preempt(self.running[-1])  # prompts stuck without blocks: free the youngest
         end = now + self.decode_s + prefilled * self.prefill_token_s + moved / self.link
         self.counts["steps"] += 1
+        self.counts["prefilled"] += prefilled
         self.counts["step_max"] = max(self.counts["step_max"], prefilled + len(decoding))
         self.counts["peak"] = max(self.counts["peak"], self.used + opening)
         finished = self._decode(decoding, end)
@@ -293,6 +338,10 @@ class _Engine:
             self.counts["swap"] += 1
             moved = hybrid_kv_bytes(self.spec, self.kv[r])
             self.counts["swapped_bytes"] += moved
+            self.counts["swapped_tokens"] += self.kv[r]
+            if r in self.swapped_in_now:   # back in at this step's start, out again: the round trip bought nothing
+                self.counts["undone"] += 1
+                self.counts["undone_bytes"] += 2 * moved
             return moved
         self.counts["recompute"] += 1
         self.counts["recomputed"] += self.kv[r]
@@ -304,6 +353,8 @@ class _Engine:
     def _resume_swapped(self) -> int:
         """Swap requests back in, oldest first, while their blocks fit; return the bytes moved."""
         moved = 0
+        if self.swapped_in_now:
+            self.swapped_in_now.clear()
         while self.swapped and len(self.running) < self.max_running:
             r = self.swapped[0]
             blocks = blocks_needed(self.kv[r], self.S)
@@ -313,6 +364,7 @@ class _Engine:
             self.cpu_used -= blocks
             self._take(blocks)
             self.running.append(r)
+            self.swapped_in_now.add(r)
             moved += hybrid_kv_bytes(self.spec, self.kv[r])
             self.counts["swapped_bytes"] += hybrid_kv_bytes(self.spec, self.kv[r])
         return moved

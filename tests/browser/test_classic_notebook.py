@@ -1,7 +1,7 @@
 """04_demo in the classic notebook 6.5 with ipywidgets 7.7.1: the stack closest to Colab's that runs here.
 
 A learner opens the lesson, runs every cell from the menu, reads the page, and commits the lab's
-prediction (and the simulator's, and the three of today's engines' part). It runs in ``make test-colab`` (see :mod:`classic`); a
+prediction (and the simulator's, and the four of today's engines' part). It runs in ``make test-colab`` (see :mod:`classic`); a
 screenshot of each step lands in artifacts/browser/<test name>/.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ def test_the_demo_lesson_gates_in_the_classic_notebook(classic_server, page):
     assert not [b for b in BROKEN if b in text], f"a widget did not render; page errors: {problems[:5]}"
     check_images(notebook, classic.OUTPUT)
     gates = gate_boxes(notebook)
-    assert gates.count() == 6, (f"expected the lens's, the lab's, the simulator's and today's engines' three gates; "
+    assert gates.count() == 7, (f"expected the lens's, the lab's, the simulator's and today's engines' four gates; "
                                 f"page errors: {problems[:5]}")
     expect(gates.nth(1)).to_contain_text("A1-A3 batch, S = 16")   # the lab's gate comes after the lens
     for k in range(gates.count()):
@@ -53,5 +53,6 @@ def test_the_demo_lesson_gates_in_the_classic_notebook(classic_server, page):
     # each click's commit is saved with the notebook (an output the click filled in the gate's cell)
     page.evaluate("Jupyter.notebook.save_notebook()")
     path = classic_server.root / "notebooks" / "04_demo.ipynb"
-    saved = [r["gate"] for r in saved_records(path, min_count=6)]
-    assert sorted(saved) == ["lab-effect", "lens-04", "q-chunking", "q-cpu-tier", "q-preempt", "sim-batch"], saved
+    saved = [r["gate"] for r in saved_records(path, min_count=7)]
+    assert sorted(saved) == ["lab-effect", "lens-04", "q-chunking", "q-cpu-tier", "q-preempt",
+                             "q-served-preempt", "sim-batch"], saved

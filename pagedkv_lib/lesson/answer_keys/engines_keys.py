@@ -2,8 +2,8 @@
 
 Each answer is computed from the live values its cell passes in, through the library
 (:mod:`pagedkv_lib.blocks.block_hash`, :mod:`pagedkv_lib.accounting`, :mod:`pagedkv_lib.sim.preemption_cost`,
-:mod:`pagedkv_lib.sim.timed_serving`, :mod:`pagedkv_lib.sim.cpu_tier`); the reveals' tables come from
-:mod:`..engines_today`. Where the answer and the reveal need the same simulation or bisection, it runs
+:mod:`pagedkv_lib.sim.timed_serving` with :mod:`pagedkv_lib.sim.makespan_gap`, :mod:`pagedkv_lib.sim.cpu_tier`);
+the reveals' tables come from :mod:`..engines_today`. Where the answer and the reveal need the same simulation or bisection, it runs
 once (:func:`.key_types.one_pass`).
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ from ... import accounting as acc
 from ...blocks.block_hash import wrong_hit_probability
 from ...sim import preemption_cost as pc
 from ...sim.cpu_tier import replay_with_cpu_tier
+from ...sim.makespan_gap import makespan_gap, preemptions, seconds_per_preemption
 from .. import engines_today as E
 from .key_types import GateKey, need, one_pass
 
@@ -103,6 +104,49 @@ def _preempt(live) -> tuple[str, list]:
     return choice, [PREEMPT.format(model=model), E.preemption_table(model, link, cross), PREEMPT_VLLM]
 
 
+# ------------------------------------------------------------------ 04_demo: a served trace, swap or recompute
+
+SERVED_CHOICES = ("recompute", "swap")
+SERVED = """Plain recompute served every request after **{re_s:,.1f} s**, swap after **{sw_s:,.1f} s**, over the
+same link, trace and memory. A step of the timed loop lasts as long as reading the weights once, plus its prefill
+tokens, plus its bytes over the host link; added up over each run, those parts are the whole time:"""
+SERVED_WHY = """**Why the per-request table and the served trace disagree.** Swap's time less recompute's is
+**{total_s:+.2f} s**. The two runs take {steps_re:,} and {steps_sw:,} steps, which accounts for {steps_gap:+.2f} s of
+it, and time with nothing to run for {idle_gap:+.2f} s. So the step count hardly moves: not in the {held:,} steps of
+swap's run in which a waiting request was held back because a swapped one waited for room, nor because a recompute's
+prefill rides in a step's token budget. The gap is what the preemptions added to their steps. One preemption cost
+**{per_re:.2f} ms** by recompute and **{per_sw:.2f} ms** by swap on average, close to what the per-request table
+prices (for {tokens:,.0f} tokens, the mean a swap moved: {model_re:.2f} ms to recompute, {model_sw:.2f} ms to swap).
+What differs is how many: recompute preempted **{n_re:,}** times, swap **{n_sw:,}**. That difference in number
+accounts for {count_s:+.2f} s, the difference in price for {price_s:+.2f} s. And **{undone:,}** of the swaps out
+sent away a request that had been swapped back in at the start of the same step: the loop swaps a request in before
+it sets aside the blocks the running requests' next tokens need, so their decodes found no room and the youngest
+request, the one just back, left again. Those round trips moved {undone_gib:,.1f} GiB over the link for nothing:
+**{undone_s:.2f} s**."""
+SERVED_SWAP = ("The per-request table prices one preemption. A served trace pays for every preemption it makes, "
+               "and how many it makes depends on the way: a request swapped back in takes its blocks at once, and "
+               "when the running requests' next tokens then find no room, it is the one sent out again.")
+
+
+def _served(live) -> tuple:
+    trace, link, blocks = need(live, "q-served-preempt", "trace", "link", "num_blocks")
+    results = E.served_preemption_results(trace, link, blocks, ways=("recompute", "swap"))  # once, for both
+    re, sw = results["recompute"], results["swap"]
+    re_s, sw_s = re.summary()["makespan_s"], sw.summary()["makespan_s"]
+    answer = SERVED_CHOICES if re_s == sw_s else SERVED_CHOICES[0] if re_s < sw_s else SERVED_CHOICES[1]
+    gap, tokens = makespan_gap(re, sw), sw.swapped_tokens / max(sw.preempted_swap, 1)
+    why = SERVED_WHY.format(
+        total_s=sw_s - re_s, steps_re=re.steps, steps_sw=sw.steps, steps_gap=gap["steps_s"],
+        idle_gap=gap["idle_s"], held=sw.admissions_held_steps,
+        per_re=1e3 * seconds_per_preemption(re), per_sw=1e3 * seconds_per_preemption(sw), tokens=tokens,
+        model_re=1e3 * pc.recompute_seconds(round(tokens)), model_sw=1e3 * pc.swap_seconds(round(tokens),
+                                                                                            link_bytes_per_s=link),
+        n_re=preemptions(re), n_sw=preemptions(sw), count_s=gap["preemption_count_s"],
+        price_s=gap["preemption_price_s"], undone=sw.undone_swaps, undone_gib=sw.undone_swap_bytes / acc.GiB,
+        undone_s=sw.undone_swap_bytes / link)
+    return answer, [SERVED.format(re_s=re_s, sw_s=sw_s), E.time_parts_table(results), why]
+
+
 # ------------------------------------------------------------------ 04_demo: chunked prefill
 
 CHUNKING_CHOICES = ("both get shorter", "the longest gets shorter, the 99th percentile longer",
@@ -160,6 +204,8 @@ GATES = {
     "q-preempt": one_pass("q-preempt", "04_demo", _preempt, choices=PREEMPT_CHOICES,
                           texts=(PREEMPT, PREEMPT_VLLM),
                           mistakes={PREEMPT_CHOICES[1]: PREEMPT_RECOMPUTE, PREEMPT_CHOICES[3]: PREEMPT_LONG}),
+    "q-served-preempt": one_pass("q-served-preempt", "04_demo", _served, choices=SERVED_CHOICES,
+                                 texts=(SERVED, SERVED_WHY), mistakes={SERVED_CHOICES[1]: SERVED_SWAP}),
     "q-chunking": one_pass("q-chunking", "04_demo", _chunking, choices=CHUNKING_CHOICES, texts=(CHUNKING,),
                            mistakes={CHUNKING_CHOICES[0]: CHUNKING_ALL_SHORTER, CHUNKING_CHOICES[2]: CHUNKING_REVERSED}),
     "q-cpu-tier": one_pass("q-cpu-tier", "04_demo", _cpu_tier, units="%", tolerance=0.1, texts=(CPU_TIER,)),

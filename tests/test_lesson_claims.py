@@ -1,8 +1,9 @@
 """No number in a lesson's prose that is neither live, nor a cited source's figure, nor a checked
 fact of the lesson's example (the mechanism: `pagedkv_lib.lesson.claims`).
 
-The scan reads markdown only and never executes a notebook; each registered fact is checked by its
-plain library function."""
+The scan reads each lesson's markdown and the prose the library renders in it (reveals, misconceptions,
+hints, the opening lens, the learning map, research-room items: `claims.rendered_prose`), and never
+executes a notebook; each registered fact is checked by its plain library function."""
 from pathlib import Path
 
 import nbformat
@@ -10,9 +11,15 @@ import pytest
 
 from pagedkv_lib.lesson import claims
 from pagedkv_lib.lesson.claim_facts import FACTS
-from pagedkv_lib.lesson.claims import Cited, Fact, numbers_in, unaccounted, disagreements
+from pagedkv_lib.lesson.claims import Cited, Fact, numbers_in, rendered_prose, unaccounted, disagreements
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0*.ipynb"))
+
+NOT_YET_SCANNED = {
+    # issue 36 item 4, contradiction 3: lesson 03's memory-bound section and its q-paging gate are being rebuilt
+    # by another change (the kernel engineer's); its reveal's 100%, 90% and 1.00x get registered there.
+    ("03_code", "q-paging reveal"),
+}
 
 
 def _cells(path: Path):
@@ -110,6 +117,19 @@ def test_a_broken_check_is_reported_not_raised():
     assert "ZeroDivisionError" in problems[0]
 
 
+def test_formula_constants_outside_dollars_counts_and_percentiles_are_exempt():
+    text = ("between 0 and S - 1 slots, n / 2^b, 2P FLOPs, positions 0, 1, 2, ..., the 99th percentile")
+    assert numbers_in(text) == []
+    assert _texts(numbers_in("S = 8, 0 and 7 slots, 2^64, a 2 x 3 grid")) == ["8", "0", "7", "2", "64", "2", "3"]
+
+
+def test_rendered_prose_holds_reveals_hints_lens_map_and_items_with_live_fields_blanked():
+    prose = dict(rendered_prose("02_math"))
+    assert "…" in prose["q-shared reveal"] and "{" not in prose["q-shared reveal"].replace("{tok}", "")
+    assert {"learning map", "lens-02 reveal", "p-blocks hint", "item eq-ctok"} <= set(prose)
+    assert prose["item eq-ctok"].startswith("$")
+
+
 def test_say_renders_live_values_and_refuses_a_missing_one():
     assert claims.say("on this machine, now: {ms:.1f} ms", ms=3.14159).data == \
         "on this machine, now: 3.1 ms"
@@ -136,9 +156,28 @@ def test_every_number_in_a_lessons_prose_is_live_cited_or_a_registered_fact(path
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_number_in_the_prose_the_library_renders_is_live_cited_or_a_registered_fact(path):
+    said = [(where, text) for where, text in rendered_prose(path.stem) if (path.stem, where) not in NOT_YET_SCANNED]
+    bad = unaccounted(path.stem, said, FACTS)
+    assert not bad, (f"{len(bad)} numbers in the library's prose for {path.name} are neither live fields, cited "
+                     "nor registered facts:\n" + "\n".join(f"  {n.cell}: {n.text!r} in ...{n.context}..." for n in bad))
+
+
+def test_every_exemption_from_the_rendered_prose_scan_is_still_there():
+    for lesson, where in NOT_YET_SCANNED:
+        assert where in dict(rendered_prose(lesson)), f"{lesson} {where} is gone: drop it from NOT_YET_SCANNED"
+
+
+def test_a_typed_number_in_a_reveal_is_caught():
+    """The scan can fail: the q-shared reveal with its S = 8 count typed in instead of live."""
+    typed = [(w, t.replace("from … (", "from 56 (")) for w, t in rendered_prose("02_math") if w == "q-shared reveal"]
+    assert [n.text for n in unaccounted("02_math", typed, FACTS)] == ["56"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_registered_fact_agrees_with_its_check_and_its_cell(path):
     md, code = _cells(path)
-    assert not disagreements(path.stem, md, code, FACTS)
+    assert not disagreements(path.stem, md + rendered_prose(path.stem), code, FACTS)
 
 
 def test_every_fact_names_a_lesson_that_exists():

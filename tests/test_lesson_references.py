@@ -2,7 +2,7 @@
 (issue 36: 02's q-shared reveal said "56 (three plain sequences, section 3)" at S = 8, where section 3
 computed 52 at S = 4).
 
-Scanned: each lesson's markdown and the prose the library renders in it (its gates' reveals and
+Scanned: each lesson's markdown and the prose the library renders in it (`claims.rendered_prose`: reveals and
 misconceptions, its practices' hints and mistakes, its opening lens), live fields left out. A reference
 ("section 3", "sections 1, 2 and 5", "Step 2 of section 1") must name a numbered heading of the lesson
 (``## 3 · ...``), and a step a bold "Step N" inside that section. An equation ("Eq. 1") must be one a
@@ -15,14 +15,12 @@ be among those the section it cites binds, in its prose or its code.
 from __future__ import annotations
 
 import re
-import string
 
 import nbformat
 import pytest
 
 from conftest import LESSONS
-from pagedkv_lib.lesson.answer_keys import GATE_KEYS, PRACTICE_KEYS
-from pagedkv_lib.lesson.items import lesson as lesson_items
+from pagedkv_lib.lesson.claims import rendered_prose
 
 HEADING = re.compile(r"(?m)^##\s+(\d+)\s+·")
 REFERENCE = re.compile(r"\b(?:(Step) (\d+) of )?[Ss]ections? (\d+(?:\.\d+)?(?:(?:, | and |-|–)\d+)*)")
@@ -47,24 +45,12 @@ def sections(path) -> dict[str, str]:
     return out
 
 
-def _blank(template: str) -> str:
-    return "".join(lit + ("…" if field is not None else "") for lit, field, *_ in string.Formatter().parse(template))
-
-
 def prose(path) -> list[tuple[str, str]]:
     """``(where, paragraph)`` of the lesson's markdown and of the library's prose rendered in it."""
-    name = path.stem
     out = [(f"cell {c.get('id')}", c.source) for c in nbformat.read(path, as_version=4).cells
            if c.cell_type == "markdown"]
-    lens = lesson_items(name).lens
-    out += [(f"{lens.id} reveal", lens.reveal)] + [(f"{lens.id} misconception", m) for m in lens.mistakes.values()]
-    for key in GATE_KEYS.values():
-        if key.lesson == name:
-            out += [(f"{key.id} reveal", _blank(t)) for t in key.texts]
-            out += [(f"{key.id} misconception", m) for m in key.mistakes.values()]
-    for key in PRACTICE_KEYS.values():
-        if key.lesson == name:
-            out += [(f"{key.id} hint", h) for h in (*key.hints, *key.mistake_texts)]
+    out += [(where, text) for where, text in rendered_prose(path.stem)
+            if not where.startswith("item source")]   # a research-room source item cites the work's own sections
     return [(where, " ".join(para.split())) for where, text in out for para in re.split(r"\n\s*\n", text)]
 
 

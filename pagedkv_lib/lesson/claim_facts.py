@@ -40,6 +40,13 @@ def _span(blocks):
     return blocks[0], blocks[-1]
 
 
+def _prompt_block_refs():
+    """The ref count of A1's first (prompt) block after one decode step with sharing, at S = 4."""
+    from pagedkv_lib.lesson.replay import play_paged
+    shared = play_paged(_batch(), 4, steps=1, num_blocks=28)
+    return shared.ref_count(shared.block_table(_batch()[0].id)[0])
+
+
 def _after_one_step():
     """Each request's prompt, its length after one decode step, then each final length."""
     (p,) = _prompt()
@@ -66,6 +73,13 @@ FACTS_01 = (
     Fact(_01, "the same 12-token prompt arrives and will produce 6 tokens", "cell-17",
          code='Request("A4", 12, 6,'),
     Fact(_01, "With sharing at $S = 4$", "cell-17", code="play_paged(PAGE_BATCH + (A4,), 4)"),
+    # the library's prose in this lesson (claims.rendered_prose): research-room items, reveals
+    Fact(_01, "a contiguous run of 32 slots", "cell-08", code='"max", 32'),
+    Fact(_01, "in an arena of 112", "cell-08", code="num_slots=112"),
+    Fact(_01, "a waiting request of 20 tokens", "cell-08", code="waiting = 20"),
+    Fact(_01, "after one decode step, S = 4", "cell-11", code="play_paged(PAGE_BATCH, 4,"),
+    Fact(_01, "the 12-token prompt shared", "cell-02", check=_prompt),
+    Fact(_01, "have ref count 3", "cell-11", check=lambda: (_prompt_block_refs(),)),
 )
 
 
@@ -97,9 +111,20 @@ def _fp16_bytes():
     return (DTYPE_BYTES["fp16"],)
 
 
-def _slack_16():
+def _slack_at(S):
     from pagedkv_lib.accounting import expected_slack_per_request
-    return 16, expected_slack_per_request(16)
+    return S, expected_slack_per_request(S)
+
+
+def _slack_16():
+    return _slack_at(16)
+
+
+def _doubled_default():
+    """vLLM's default block size (the paper's, registered as cited) and twice it."""
+    from pagedkv_lib.lesson.claims import cited
+    (S,) = cited("block-size").values
+    return S, 2 * S
 
 
 _02 = "02_math"
@@ -117,6 +142,16 @@ FACTS_02 = (
     Fact(_02, "parameters x 2 bytes in fp16 (Llama-3-8B: 8.03e9 x 2 B = 15.0 GiB)", "cell-20",
          check=_weights_8b),
     Fact(_02, "At $S = 16$ that is 7.5 slots per request", "cell-23", check=_slack_16),
+    # the library's prose in this lesson (claims.rendered_prose): the lens, reveals, items
+    Fact(_02, "doubles from 16 to 32", "bb9edca7", check=lambda: _doubled_default()),
+    Fact(_02, "from 7.5 at S = 16 to 15.5 at S = 32", "cell-23",
+         check=lambda: (*_slack_16()[::-1], *_slack_at(32)[::-1])),
+    Fact(_02, "tests it on 2,000 lengths", "cell-23", code="size=2000"),
+    Fact(_02, "utilization 0.9, blocks of 16", "cell-20", code="utilization=0.9, block_size=16"),
+    Fact(_02, "$C_{tok}$ = 2 x", "cell-05", check=_kv_factor),
+    Fact(_02, "At S = 8 the prefix no longer fills", "cell-17", code="s8 = allocate(PAGE_BATCH, 8)"),
+    Fact(_02, "stored apart, at S = 8)", "cell-17", code="s8 = allocate(PAGE_BATCH, 8)"),
+    Fact(_02, "leave the 5% band", "cell-23", code="within 5% of"),
 )
 
 
@@ -204,6 +239,18 @@ def _tinylm_hit():
     return (T - 1) // 8 * 8, T
 
 
+def _last_block_positions():
+    """First and last position of r2's (and so r2b's) last block in lesson 03's section 1."""
+    s = _section1()
+    S, last = s["S"], (s["r2"] - 1) // s["S"]
+    return S * last, S * last + S - 1
+
+
+def _key_bits():
+    from pagedkv_lib.blocks.block_hash import HASH_BITS
+    return HASH_BITS["blake2b-64"]
+
+
 _03 = "03_code"
 FACTS_03 = (
     Fact(_03, "stores 30 token states for the three requests A1-A3 at $S = 8$ where the "
@@ -233,6 +280,13 @@ FACTS_03 = (
          check=_position_12),
     Fact(_03, "to `1e-5`", "c43", code="err <= 1e-5"),
     Fact(_03, "found 32 of its 37 tokens in the prefix cache", "c49", check=_tinylm_hit),
+    # the library's prose in this lesson (claims.rendered_prose): items, reveals, misconceptions
+    Fact(_03, "Controls: S = 4", "c04", check=lambda: (_section1()["S"],)),
+    Fact(_03, "r3 = r1's first 8 tokens", "c10", code='add_request("r3", r1[:8])'),
+    Fact(_03, "before it writes token 42", "c15", code='append_tokens("r2b", [42])'),
+    Fact(_03, "r2b's positions 8-11", "c15", check=lambda: _last_block_positions()),
+    Fact(_03, "a 64-bit key gives", "eng-03d", code="under 64-bit keys"),
+    Fact(_03, "near 2^64", "eng-03d", check=lambda: (2, _key_bits())),
     Fact(_03, "(30 vs 22 for A1-A3 at $S = 8$)", "c23",
          check=lambda: (_stored_30_22()[0], _stored_30_22()[2], 8)),
     Fact(_03, "equal the ledger's at $S = 4$ and differ by $2 \\times 4$ tokens at $S = 8$",
@@ -253,10 +307,14 @@ def _sharegpt_20():
     return (len(run_lab("ShareGPT-like 20").request_ids),)
 
 
-def _sim_gpu_gib():
+def _sim_default(parameter):
     import inspect
     from pagedkv_lib.sim import simulate
-    return (inspect.signature(simulate).parameters["gpu_memory_gib"].default,)
+    return inspect.signature(simulate).parameters[parameter].default
+
+
+def _sim_gpu_gib():
+    return (_sim_default("gpu_memory_gib"),)
 
 
 _04 = "04_demo"
@@ -271,6 +329,10 @@ FACTS_04 = (
     Fact(_04, "ShareGPT-like 20 at $S = 1$ and at $S = 64$", "cell-05",
          check=lambda: _sharegpt_20() + _lab_tries("ShareGPT-like 20", 1, 64)[1:]),
     Fact(_04, "(OPT-13B on a 40 GiB GPU)", "cell-08", check=_sim_gpu_gib),
+    # the library's prose in this lesson (claims.rendered_prose): the lens, items
+    Fact(_04, "blocks of 16 instead", "cell-08", check=lambda: (_sim_default("block_size"),)),
+    Fact(_04, "trace of 300 requests", "cell-08", code='"ShareGPT-like, 300 requests"'),
+    Fact(_04, "OPT-13B on 40 GiB", "cell-08", check=_sim_gpu_gib),
 )
 
 FACTS: tuple[Fact, ...] = FACTS_01 + FACTS_02 + FACTS_03 + FACTS_04

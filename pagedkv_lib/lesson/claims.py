@@ -23,7 +23,8 @@ A lesson's markdown may state a number only in one of three ways:
 Everything else that looks like a number is exempt by one of the narrow rules of `numbers_in`
 (section and equation numbers, list markers, names such as ``Llama-3-8B``, a citation's year, the
 constants inside a formula with variables). ``tests/test_lesson_claims.py`` scans the markdown of
-every ``notebooks/0*.ipynb`` and fails on a number that is none of these (`unaccounted`), on a
+every ``notebooks/0*.ipynb``, and the prose the library renders in it (`rendered_prose`: reveals, hints,
+the lens, the learning map, research-room items, live fields left out), and fails on a number that is none of these (`unaccounted`), on a
 registered fact whose ``check`` or ``code`` disagrees with its phrase, or whose phrase or cell is gone
 (`disagreements`). It never executes a notebook: a fact's ``check`` is a plain function.
 
@@ -44,7 +45,7 @@ from ..sim import PAPER_SHARING_SAVING, PAPER_TOKEN_STATE_SHARE
 from ..sim.paper_comparison import PAPER_SHARING_SHAREGPT
 
 __all__ = ["Cited", "Fact", "Number", "CITED", "cited", "say", "numbers_in",
-           "unaccounted", "disagreements"]
+           "unaccounted", "disagreements", "rendered_prose"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,12 @@ CITED: tuple[Cited, ...] = (
     Cited("opt13b-token-kb", (800,), "KB of KV cache per token", f"{_PAPER}, §3",
           "OPT-13B, fp16: 2 (K and V) x 5,120 hidden x 40 layers x 2 bytes = 819,200 B, "
           "which the paper rounds to 800 KB", ("02_math",), suffix=" KB"),
+    Cited("opt13b-request-gb", (1.6,), "GB of KV cache for one request", f"{_PAPER}, §3",
+          "OPT-13B, fp16, one request at the model's 2,048-token maximum: 2,048 x 800 KB",
+          ("02_math",), suffix=" GB"),
+    Cited("opt13b-max-tokens", (2048,), "tokens in one request", f"{_PAPER}, §3",
+          "OPT-13B's maximum sequence length, the request the paper sizes at 1.6 GB", ("02_math",),
+          suffix="-token"),
     Cited("vllm-gpu-utilization", (0.9,), "fraction of GPU memory vLLM may use",
           "vLLM documentation, engine arguments (`--gpu-memory-utilization`), 2025",
           "the default; the KV cache gets what is left after weights and activations",
@@ -187,6 +194,13 @@ _REFERENCE = re.compile(
 _CITATION_YEAR = re.compile(r"(?:et al\.,?|\b[A-Z]{3,}|\()\s*$")
 _LESSON_NAME = re.compile(r"^0\d_[a-z]")
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$", re.S)
+# Outside $...$ (the library's plain-text prose): a constant joined to a one-letter variable by an operator
+# (S - 1, 2^b, n / 2^b, 2P), a bound 0 before "and S - 1", a count 0, 1, 2, ..., a percentile's name.
+_OPERAND = re.compile(r"(?<![A-Za-z])[A-Za-z]\s*[-+*/^]\s*$")
+_OPERAND_AFTER = re.compile(r"\s*[-+*/^]\s*[A-Za-z](?![A-Za-z])|[A-Z](?![\w])")
+_BOUND = re.compile(r"\s+(?:and|to)\s+[A-Za-z]\s*-\s*1\b")
+_COUNTING = re.compile(r"\b0, 1, 2(?:, 3)?, (?:\.\.\.|…)")
+_PERCENTILE = re.compile(r"(?:st|nd|rd|th) percentile")
 _LATEX = re.compile(r"\\[A-Za-z]+|\{|\}")
 
 
@@ -222,12 +236,16 @@ def numbers_in(markdown: str, cell: str = "") -> list[Number]:
     "et al.", an all-capitals venue (``SOSP 2023``) or "("; a number inside a name that starts with
     a letter (``Llama-3-8B``, ``A1``, ``fp16``) or a lesson's name (``03_code``); a constant inside
     a formula with variables (see `_math_exempt`); a date (``2026-12-01``); a number inside inline
-    code that is a call or keyword argument to type (``the_lab.set(block_size=8)``). Numbers written
+    code that is a call or keyword argument to type (``the_lab.set(block_size=8)``); outside a formula's
+    dollars, a constant joined to a one-letter variable by an operator (``S - 1``, ``2^b``, ``2P``), a 0
+    bounding a range that ends at ``S - 1``, the count ``0, 1, 2, ...`` and a percentile's name (``99th
+    percentile``). Numbers written
     as words ("three requests") are not found. Whitespace is collapsed first, so a phrase may wrap
     across lines."""
     text = _prose(markdown)
     spans = [(m.start(), m.end()) for m in _MATH.finditer(text)]
     dates, code = list(_DATE.finditer(text)), list(_CODE.finditer(text))
+    counting = [(c.start(), c.end()) for c in _COUNTING.finditer(text)]
     found = []
     for m in _NUMBER.finditer(text):
         start, num = m.start(), m.group()
@@ -240,7 +258,11 @@ def numbers_in(markdown: str, cell: str = "") -> list[Number]:
             continue
         if 1900 <= value <= 2099 and "." not in num and _CITATION_YEAR.search(before):
             continue
-        if any(d.start() <= start < d.end() for d in dates):
+        if any(d.start() <= start < d.end() for d in dates) or any(a <= start < b for a, b in counting):
+            continue
+        after = text[m.end():m.end() + 16]
+        if _OPERAND.search(text[max(0, start - 4):start]) or _OPERAND_AFTER.match(after) \
+                or (value == 0 and _BOUND.match(after)) or _PERCENTILE.match(after):
             continue
         if any(c.start() < start < c.end() and re.search(r"\w\(|\w=", c.group()) for c in code):
             continue
@@ -333,3 +355,35 @@ def disagreements(lesson: str, cells: list[tuple[str, str]], code_cells: dict[st
                 problems.append(f"{where} states {stated}, its check computes {computed} "
                                 f"(cell {f.cell})")
     return problems
+
+
+# --- the prose the library renders into a lesson ---------------------------------------------------
+
+def _blank_fields(template: str) -> str:
+    """A ``str.format`` template with each field (a live value) written as "…"."""
+    import string
+    return "".join(lit + ("…" if field is not None else "") for lit, field, *_ in string.Formatter().parse(template))
+
+
+def rendered_prose(lesson: str) -> list[tuple[str, str]]:
+    """``(where, markdown)`` of every piece of prose the library shows in ``lesson``: its gates' reveal
+    templates (live fields blanked) and misconceptions, its practices' hints and known mistakes, its
+    opening lens, its learning map and its research-room items (an equation item as a formula). Scanned
+    by ``tests/test_lesson_claims.py`` as the lesson's markdown is."""
+    from .answer_keys import GATE_KEYS, PRACTICE_KEYS
+    from .items import lesson as lesson_items
+    from .learning_map import map_markdown
+    les = lesson_items(lesson)
+    out = [("learning map", map_markdown(lesson)), (f"{les.lens.id} question", les.lens.question),
+           (f"{les.lens.id} reveal", les.lens.reveal)]
+    out += [(f"{les.lens.id} misconception", m) for m in les.lens.mistakes.values()]
+    out += [(f"item {i.id}", f"${i.content}$" if i.kind == "equation" else i.content) for i in les.items]
+    for key in GATE_KEYS.values():
+        if key.lesson == lesson:
+            out += [(f"{key.id} reveal", _blank_fields(t)) for t in key.texts]
+            out += [(f"{key.id} misconception", m) for m in key.mistakes.values()]
+    for key in PRACTICE_KEYS.values():
+        if key.lesson == lesson:
+            out += [(f"{key.id} hint", h) for h in key.hints]
+            out += [(f"{key.id} mistake", m) for m in key.mistake_texts]
+    return out

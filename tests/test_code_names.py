@@ -88,7 +88,8 @@ def resolves(name: str, where: str) -> bool:
 
 
 def unresolved(sources) -> list[str]:
-    return [f"{where}: `{name}`" for where, text in sources for name in dict.fromkeys(m.group(1) for m in NAME.finditer(text))
+    return [f"{where}: `{name}`" for where, text in sources
+            for name in dict.fromkeys(m.group(1) for m in NAME.finditer(text))
             if name.rsplit(".", 1)[-1] not in FILE_ENDINGS and name not in NOT_OURS and not resolves(name, where)]
 
 

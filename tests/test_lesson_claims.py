@@ -2,7 +2,7 @@
 fact of the lesson's example (the mechanism: `pagedkv_lib.lesson.claims`).
 
 The scan reads each lesson's markdown and the prose the library renders in it (reveals, misconceptions,
-hints, the opening lens, the learning map, research-room items: `claims.rendered_prose`), and never
+hints, the opening lens, the learning map, research-room items: `library_prose.rendered_prose`), and never
 executes a notebook; each registered fact is checked by its plain library function."""
 from pathlib import Path
 
@@ -11,7 +11,8 @@ import pytest
 
 from pagedkv_lib.lesson import claims
 from pagedkv_lib.lesson.claim_facts import FACTS
-from pagedkv_lib.lesson.claims import Cited, Fact, numbers_in, rendered_prose, unaccounted, disagreements
+from pagedkv_lib.lesson.claims import Cited, Fact, numbers_in, unaccounted, disagreements
+from pagedkv_lib.lesson.library_prose import rendered_prose
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0*.ipynb"))
 

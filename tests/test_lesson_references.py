@@ -2,7 +2,7 @@
 (issue 36: 02's q-shared reveal said "56 (three plain sequences, section 3)" at S = 8, where section 3
 computed 52 at S = 4).
 
-Scanned: each lesson's markdown and the prose the library renders in it (`claims.rendered_prose`: reveals and
+Scanned: each lesson's markdown and the prose the library renders in it (`library_prose.rendered_prose`: reveals and
 misconceptions, its practices' hints and mistakes, its opening lens), live fields left out. A reference
 ("section 3", "sections 1, 2 and 5", "Step 2 of section 1") must name a numbered heading of the lesson
 (``## 3 · ...``), and a step a bold "Step N" inside that section. An equation ("Eq. 1") must be one a
@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from conftest import LESSONS
-from pagedkv_lib.lesson.claims import rendered_prose
+from pagedkv_lib.lesson.library_prose import rendered_prose
 
 HEADING = re.compile(r"(?m)^##\s+(\d+)\s+·")
 REFERENCE = re.compile(r"\b(?:(Step) (\d+) of )?[Ss]ections? (\d+(?:\.\d+)?(?:(?:, | and |-|–)\d+)*)")
@@ -117,7 +117,8 @@ def wrong_equations(path, said=None) -> list[str]:
             if not owners:
                 problems.append(f"{where}: 'Eq. {n}' is defined by no lesson")
             elif formula:
-                if not any(" ".join(formula.split()) in " ".join(_text(p).split()) for p in LESSONS if p.stem in owners):
+                written = " ".join(formula.split())
+                if not any(written in " ".join(_text(p).split()) for p in LESSONS if p.stem in owners):
                     problems.append(f"{where}: 'Eq. {n}: {formula}' is not the formula of {owners}")
             elif not any(f"`{o}`" in para or f"lesson {o[:2]}" in para for o in owners):
                 problems.append(f"{where}: 'Eq. {n}' is {owners}'s: name that lesson or write the formula")

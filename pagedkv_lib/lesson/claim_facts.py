@@ -73,7 +73,7 @@ FACTS_01 = (
     Fact(_01, "the same 12-token prompt arrives and will produce 6 tokens", "cell-17",
          code='Request("A4", 12, 6,'),
     Fact(_01, "With sharing at $S = 4$", "cell-17", code="play_paged(PAGE_BATCH + (A4,), 4)"),
-    # the library's prose in this lesson (claims.rendered_prose): research-room items, reveals
+    # the library's prose in this lesson (library_prose.rendered_prose): research-room items, reveals
     Fact(_01, "a contiguous run of 32 slots", "cell-08", code='"max", 32'),
     Fact(_01, "in an arena of 112", "cell-08", code="num_slots=112"),
     Fact(_01, "a waiting request of 20 tokens", "cell-08", code="waiting = 20"),
@@ -142,7 +142,7 @@ FACTS_02 = (
     Fact(_02, "parameters x 2 bytes in fp16 (Llama-3-8B: 8.03e9 x 2 B = 15.0 GiB)", "cell-20",
          check=_weights_8b),
     Fact(_02, "At $S = 16$ that is 7.5 slots per request", "cell-23", check=_slack_16),
-    # the library's prose in this lesson (claims.rendered_prose): the lens, reveals, items
+    # the library's prose in this lesson (library_prose.rendered_prose): the lens, reveals, items
     Fact(_02, "doubles from 16 to 32", "bb9edca7", check=lambda: _doubled_default()),
     Fact(_02, "from 7.5 at S = 16 to 15.5 at S = 32", "cell-23",
          check=lambda: (*_slack_16()[::-1], *_slack_at(32)[::-1])),
@@ -280,7 +280,7 @@ FACTS_03 = (
          check=_position_12),
     Fact(_03, "to `1e-5`", "c43", code="err <= 1e-5"),
     Fact(_03, "found 32 of its 37 tokens in the prefix cache", "c49", check=_tinylm_hit),
-    # the library's prose in this lesson (claims.rendered_prose): items, reveals, misconceptions
+    # the library's prose in this lesson (library_prose.rendered_prose): items, reveals, misconceptions
     Fact(_03, "Controls: S = 4", "c04", check=lambda: (_section1()["S"],)),
     Fact(_03, "r3 = r1's first 8 tokens", "c10", code='add_request("r3", r1[:8])'),
     Fact(_03, "before it writes token 42", "c15", code='append_tokens("r2b", [42])'),
@@ -329,7 +329,7 @@ FACTS_04 = (
     Fact(_04, "ShareGPT-like 20 at $S = 1$ and at $S = 64$", "cell-05",
          check=lambda: _sharegpt_20() + _lab_tries("ShareGPT-like 20", 1, 64)[1:]),
     Fact(_04, "(OPT-13B on a 40 GiB GPU)", "cell-08", check=_sim_gpu_gib),
-    # the library's prose in this lesson (claims.rendered_prose): the lens, items
+    # the library's prose in this lesson (library_prose.rendered_prose): the lens, items
     Fact(_04, "blocks of 16 instead", "cell-08", check=lambda: (_sim_default("block_size"),)),
     Fact(_04, "trace of 300 requests", "cell-08", code='"ShareGPT-like, 300 requests"'),
     Fact(_04, "OPT-13B on 40 GiB", "cell-08", check=_sim_gpu_gib),

@@ -23,10 +23,10 @@ A lesson's markdown may state a number only in one of three ways:
 Everything else that looks like a number is exempt by one of the narrow rules of `numbers_in`
 (section and equation numbers, list markers, names such as ``Llama-3-8B``, a citation's year, the
 constants inside a formula with variables). ``tests/test_lesson_claims.py`` scans the markdown of
-every ``notebooks/0*.ipynb``, and the prose the library renders in it (`rendered_prose`: reveals, hints,
-the lens, the learning map, research-room items, live fields left out), and fails on a number that is none of these (`unaccounted`), on a
-registered fact whose ``check`` or ``code`` disagrees with its phrase, or whose phrase or cell is gone
-(`disagreements`). It never executes a notebook: a fact's ``check`` is a plain function.
+every ``notebooks/0*.ipynb`` and the prose the library renders in it (`library_prose.rendered_prose`:
+reveals, hints, the lens, the learning map, research-room items, live fields left out), and fails on a
+number that is none of these (`unaccounted`), on a registered fact whose ``check`` or ``code``
+disagrees with its phrase, or whose phrase or cell is gone (`disagreements`). It never executes a notebook: a fact's ``check`` is a plain function.
 
 How to add a number to a lesson, in short: measured here → render it with `say` in a code cell;
 from a paper or a model card → add a `Cited` to ``CITED`` and name the source in the paragraph;
@@ -45,7 +45,7 @@ from ..sim import PAPER_SHARING_SAVING, PAPER_TOKEN_STATE_SHARE
 from ..sim.paper_comparison import PAPER_SHARING_SHAREGPT
 
 __all__ = ["Cited", "Fact", "Number", "CITED", "cited", "say", "numbers_in",
-           "unaccounted", "disagreements", "rendered_prose"]
+           "unaccounted", "disagreements"]
 
 
 @dataclass(frozen=True)
@@ -356,34 +356,3 @@ def disagreements(lesson: str, cells: list[tuple[str, str]], code_cells: dict[st
                                 f"(cell {f.cell})")
     return problems
 
-
-# --- the prose the library renders into a lesson ---------------------------------------------------
-
-def _blank_fields(template: str) -> str:
-    """A ``str.format`` template with each field (a live value) written as "…"."""
-    import string
-    return "".join(lit + ("…" if field is not None else "") for lit, field, *_ in string.Formatter().parse(template))
-
-
-def rendered_prose(lesson: str) -> list[tuple[str, str]]:
-    """``(where, markdown)`` of every piece of prose the library shows in ``lesson``: its gates' reveal
-    templates (live fields blanked) and misconceptions, its practices' hints and known mistakes, its
-    opening lens, its learning map and its research-room items (an equation item as a formula). Scanned
-    by ``tests/test_lesson_claims.py`` as the lesson's markdown is."""
-    from .answer_keys import GATE_KEYS, PRACTICE_KEYS
-    from .items import lesson as lesson_items
-    from .learning_map import map_markdown
-    les = lesson_items(lesson)
-    out = [("learning map", map_markdown(lesson)), (f"{les.lens.id} question", les.lens.question),
-           (f"{les.lens.id} reveal", les.lens.reveal)]
-    out += [(f"{les.lens.id} misconception", m) for m in les.lens.mistakes.values()]
-    out += [(f"item {i.id}", f"${i.content}$" if i.kind == "equation" else i.content) for i in les.items]
-    for key in GATE_KEYS.values():
-        if key.lesson == lesson:
-            out += [(f"{key.id} reveal", _blank_fields(t)) for t in key.texts]
-            out += [(f"{key.id} misconception", m) for m in key.mistakes.values()]
-    for key in PRACTICE_KEYS.values():
-        if key.lesson == lesson:
-            out += [(f"{key.id} hint", h) for h in key.hints]
-            out += [(f"{key.id} mistake", m) for m in key.mistake_texts]
-    return out

@@ -26,7 +26,8 @@ constants inside a formula with variables). ``tests/test_lesson_claims.py`` scan
 every ``notebooks/0*.ipynb`` and the prose the library renders in it (`library_prose.rendered_prose`:
 reveals, hints, the lens, the learning map, research-room items, live fields left out), and fails on a
 number that is none of these (`unaccounted`), on a registered fact whose ``check`` or ``code``
-disagrees with its phrase, or whose phrase or cell is gone (`disagreements`). It never executes a notebook: a fact's ``check`` is a plain function.
+disagrees with its phrase, or whose phrase or cell is gone (`disagreements`). It never executes a
+notebook: a fact's ``check`` is a plain function.
 
 How to add a number to a lesson, in short: measured here → render it with `say` in a code cell;
 from a paper or a model card → add a `Cited` to ``CITED`` and name the source in the paragraph;

@@ -10,7 +10,8 @@ section heading of this lesson defines (``## 1 · Eq. 1: ...``), or the paragrap
 defines it, or writes the formula, and that lesson holds the same formula. A reference inside a citation of another
 work ("Kwon et al. 2023 (sections 3-4)") is the other work's and is not checked. What a section says is
 checked where it can be read without running anything: the block sizes a paragraph binds ("S = 8") must
-be among those the section it cites binds, in its prose or its code.
+be among those the section it cites binds, in its prose or its code, and "the asserts of section 3" needs
+an ``assert`` in section 3's code.
 """
 from __future__ import annotations
 
@@ -76,6 +77,9 @@ def wrong_references(path, said=None) -> list[str]:
                     continue
                 if m.group(1) and not re.search(rf"\*\*Step {m.group(2)}\b", secs[n]):
                     problems.append(f"{where}: {m.group()!r}: section {n} has no Step {m.group(2)}")
+                if re.search(r"asserts of $", para[max(0, m.start() - 12):m.start()]) \
+                        and not re.search(r"(?m)^\s*assert\b", secs[n]):
+                    problems.append(f"{where}: {m.group()!r}: section {n} holds no assert")
                 theirs = set(BINDING.findall(secs[n]))
                 if bound and theirs and not bound & theirs:
                     problems.append(f"{where}: {m.group()!r} sits in a paragraph at S = {sorted(bound)}, but section "
@@ -96,6 +100,8 @@ def test_the_reveal_that_pinned_an_s8_count_on_section_3_is_caught():
     assert any("works at S = ['16', '4']" in p for p in wrong_references(math, [("q-shared reveal", old)]))
     assert wrong_references(math, [("x", "as section 9 showed")])[0].startswith("x: 'section 9' names no section")
     assert wrong_references(math, [("x", "Kwon et al. 2023 (sections 8-9)")]) == []
+    assert wrong_references(math, [("x", "the asserts of sections 3 and 4")]) == []
+    assert wrong_references(math, [("x", "the asserts of section 6")]) == ["x: 'section 6': section 6 holds no assert"]
 
 
 def _text(path) -> str:

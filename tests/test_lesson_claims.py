@@ -119,7 +119,8 @@ def test_a_broken_check_is_reported_not_raised():
 
 
 def test_formula_constants_outside_dollars_counts_and_percentiles_are_exempt():
-    text = ("between 0 and S - 1 slots, n / 2^b, 2P FLOPs, positions 0, 1, 2, ..., the 99th percentile")
+    text = ("between 0 and S - 1 slots, n / 2^b, 2P FLOPs, positions 0, 1, 2, ..., the 99th percentile, "
+            "(S - 1) / 2 on average, slack in [0, S - 1], section 1, steps 1-4")
     assert numbers_in(text) == []
     assert _texts(numbers_in("S = 8, 0 and 7 slots, 2^64, a 2 x 3 grid")) == ["8", "0", "7", "2", "64", "2", "3"]
 
@@ -127,7 +128,8 @@ def test_formula_constants_outside_dollars_counts_and_percentiles_are_exempt():
 def test_rendered_prose_holds_reveals_hints_lens_map_and_items_with_live_fields_blanked():
     prose = dict(rendered_prose("02_math"))
     assert "…" in prose["q-shared reveal"] and "{" not in prose["q-shared reveal"].replace("{tok}", "")
-    assert {"learning map", "lens-02 reveal", "p-blocks hint", "item eq-ctok"} <= set(prose)
+    assert {"learning map", "lens-02 reveal", "p-blocks hint", "item eq-ctok", "item eq-ctok title"} <= set(prose)
+    assert not any(w.endswith("resolve") and t.startswith("I can predict") for w, t in rendered_prose("03_code"))
     assert prose["item eq-ctok"].startswith("$")
 
 

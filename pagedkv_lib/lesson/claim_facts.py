@@ -80,6 +80,10 @@ FACTS_01 = (
     Fact(_01, "after one decode step, S = 4", "cell-11", code="play_paged(PAGE_BATCH, 4,"),
     Fact(_01, "the 12-token prompt shared", "cell-02", check=_prompt),
     Fact(_01, "have ref count 3", "cell-11", check=lambda: (_prompt_block_refs(),)),
+    Fact(_01, "which blocks have ref count 3", "cell-11", check=lambda: (_prompt_block_refs(),)),
+    Fact(_01, "sits in physical block 9", "cell-04", check=lambda: (_unshared_tables()[0][3],)),
+    Fact(_01, "ceil(12 /", "cell-02", check=_prompt),
+    Fact(_01, "/ 4) prompt blocks", "cell-11", code="play_paged(PAGE_BATCH, 4,"),
 )
 
 
@@ -120,6 +124,13 @@ def _slack_16():
     return _slack_at(16)
 
 
+def _slackless_block_size():
+    """The one block size with no expected slack."""
+    from pagedkv_lib.accounting import expected_slack_per_request
+    (S,) = [S for S in range(1, 1025) if expected_slack_per_request(S) == 0]
+    return S
+
+
 def _doubled_default():
     """vLLM's default block size (the paper's, registered as cited) and twice it."""
     from pagedkv_lib.lesson.claims import cited
@@ -152,6 +163,12 @@ FACTS_02 = (
     Fact(_02, "At S = 8 the prefix no longer fills", "cell-17", code="s8 = allocate(PAGE_BATCH, 8)"),
     Fact(_02, "stored apart, at S = 8)", "cell-17", code="s8 = allocate(PAGE_BATCH, 8)"),
     Fact(_02, "leave the 5% band", "cell-23", code="within 5% of"),
+    Fact(_02, "The block tables drawn at S = 4", "cell-17", code="allocate(PAGE_BATCH, block_size=4)"),
+    Fact(_02, "and S = 8", "cell-17", code="s8 = allocate(PAGE_BATCH, 8)"),
+    Fact(_02, "with sharing at S = 8", "cell-17", code="s8 = allocate(PAGE_BATCH, 8)"),
+    Fact(_02, "on an 80 GiB GPU", "cell-20", code="acc.kv_capacity(name, 80 * GiB"),
+    Fact(_02, "Block size 1 is best, since it has no slack", "cell-23", check=lambda: (_slackless_block_size(),)),
+    Fact(_02, "why vLLM chose 16", "cell-23", check=lambda: _doubled_default()[:1]),
 )
 
 
@@ -287,6 +304,9 @@ FACTS_03 = (
     Fact(_03, "r2b's positions 8-11", "c15", check=lambda: _last_block_positions()),
     Fact(_03, "a 64-bit key gives", "eng-03d", code="under 64-bit keys"),
     Fact(_03, "near 2^64", "eng-03d", check=lambda: (2, _key_bits())),
+    Fact(_03, "the manager stores 30 token states where the ledger stores 22", "c23",
+         check=lambda: (_stored_30_22()[0], _stored_30_22()[2])),
+    Fact(_03, "equal to dense to 1e-5", "c43", code="err <= 1e-5"),
     Fact(_03, "(30 vs 22 for A1-A3 at $S = 8$)", "c23",
          check=lambda: (_stored_30_22()[0], _stored_30_22()[2], 8)),
     Fact(_03, "equal the ledger's at $S = 4$ and differ by $2 \\times 4$ tokens at $S = 8$",
@@ -333,6 +353,8 @@ FACTS_04 = (
     Fact(_04, "blocks of 16 instead", "cell-08", check=lambda: (_sim_default("block_size"),)),
     Fact(_04, "trace of 300 requests", "cell-08", code='"ShareGPT-like, 300 requests"'),
     Fact(_04, "OPT-13B on 40 GiB", "cell-08", check=_sim_gpu_gib),
+    Fact(_04, "The lab at S = 4, 8 and 32", "cell-05", check=lambda: _lab_tries("A1-A3 batch", 4, 8, 32)),
+    Fact(_04, "fork of a 20-token prompt at S = 8", "cell-11", code="one 20-token prompt at S = 8"),
 )
 
 FACTS: tuple[Fact, ...] = FACTS_01 + FACTS_02 + FACTS_03 + FACTS_04

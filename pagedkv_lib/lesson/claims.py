@@ -190,16 +190,16 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _CODE = re.compile(r"`[^`]*`")
 _WORD = re.compile(r"[\w.\-'/]+")
 _REFERENCE = re.compile(
-    r"(?:\bEqs?\.|\bFigs?\.|\bFigure|§|\b[Ss]ections?|\b[Ll]essons?|\bStep|\bTable|\bps)"
+    r"(?:\bEqs?\.|\bFigs?\.|\bFigure|§|\b[Ss]ections?|\b[Ll]essons?|\b[Ss]teps?\b|\bTable|\bps)"
     r"\s*(?:\d+(?:\.\d+)?\s*(?:[-–,]|and)?\s*)*$")
 _CITATION_YEAR = re.compile(r"(?:et al\.,?|\b[A-Z]{3,}|\()\s*$")
 _LESSON_NAME = re.compile(r"^0\d_[a-z]")
 _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$", re.S)
 # Outside $...$ (the library's plain-text prose): a constant joined to a one-letter variable by an operator
 # (S - 1, 2^b, n / 2^b, 2P), a bound 0 before "and S - 1", a count 0, 1, 2, ..., a percentile's name.
-_OPERAND = re.compile(r"(?<![A-Za-z])[A-Za-z]\s*[-+*/^]\s*$")
+_OPERAND = re.compile(r"(?:(?<![A-Za-z])[A-Za-z]|\))\s*[-+*/^]\s*$")
 _OPERAND_AFTER = re.compile(r"\s*[-+*/^]\s*[A-Za-z](?![A-Za-z])|[A-Z](?![\w])")
-_BOUND = re.compile(r"\s+(?:and|to)\s+[A-Za-z]\s*-\s*1\b")
+_BOUND = re.compile(r"(?:,|\s+and|\s+to)\s+[A-Za-z]\s*-\s*1\b")
 _COUNTING = re.compile(r"\b0, 1, 2(?:, 3)?, (?:\.\.\.|…)")
 _PERCENTILE = re.compile(r"(?:st|nd|rd|th) percentile")
 _LATEX = re.compile(r"\\[A-Za-z]+|\{|\}")

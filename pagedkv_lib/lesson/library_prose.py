@@ -23,13 +23,19 @@ def _blank_fields(template: str) -> str:
 def rendered_prose(lesson: str) -> list[tuple[str, str]]:
     """``(where, markdown)`` of every piece of prose the library shows in ``lesson``: its gates' reveal
     templates (live fields blanked) and misconceptions, its practices' hints and known mistakes, its
-    opening lens, its learning map and its research-room items (an equation item as a formula). Scanned
+    opening lens, its learning map and its research-room items (an equation item as a formula), their
+    titles, evidence and the self-checks that resolve them, except those that pose a number to try ("I
+    can predict the hit for 9 tokens": a question, not a claim). Scanned
     by ``tests/test_lesson_claims.py`` and ``tests/test_lesson_references.py`` as its markdown is."""
     les = lesson_items(lesson)
     out = [("learning map", map_markdown(lesson)), (f"{les.lens.id} question", les.lens.question),
            (f"{les.lens.id} reveal", les.lens.reveal)]
     out += [(f"{les.lens.id} misconception", m) for m in les.lens.mistakes.values()]
-    out += [(f"item {i.id}", f"${i.content}$" if i.kind == "equation" else i.content) for i in les.items]
+    for i in les.items:
+        out += [(f"item {i.id}", f"${i.content}$" if i.kind == "equation" else i.content),
+                (f"item {i.id} title", i.title)]
+        out += [(f"item {i.id} evidence", e) for e in i.evidence]
+        out += [(f"item {i.id} resolve", r) for r in i.resolve if not r.startswith("I can predict")]
     for key in GATE_KEYS.values():
         if key.lesson == lesson:
             out += [(f"{key.id} reveal", _blank_fields(t)) for t in key.texts]

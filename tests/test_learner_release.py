@@ -181,7 +181,7 @@ def test_make_release_fails_when_a_released_set_holds_a_hidden_test(tmp_path, se
         for name in release_tool.tracked(REPO, folder):
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, repo / name)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "constraints.txt"):
         shutil.copy2(REPO / name, repo / name)
     hidden, _ = hidden_and_solution_lines(REPO / "solutions" / "ps1_intuition" / "ps1_intuition.ipynb")
     line = next(h for h in hidden if h in secrets)
@@ -248,21 +248,14 @@ def test_a_learner_image_that_copies_the_repository_is_caught(built, secrets, tm
 
 # ---- the learner's install and the section for learners outside the hub ---------------------------------
 
-def install_block_of(readme_text: str) -> list[str]:
-    """The one ``bash`` block of the README's install section, as lines (tests/test_release_route.py runs it)."""
-    section = readme_text.split(release_tool.INSTALL_HEADING + "\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
-    assert len(blocks) == 1, f"{release_tool.INSTALL_HEADING} should hold one bash block, found {len(blocks)}"
-    return blocks[0].strip().splitlines()
-
-
 def test_one_block_installs_cpu_torch_then_the_course_with_its_extras_then_opens_jupyterlab(built):
     out, wheel = built
     text = (out / "README.md").read_text()
-    lines = install_block_of(text)
+    lines = release_tool.install_block_in(text)
     step = lambda needle: next(i for i, line in enumerate(lines) if needle in line)  # noqa: E731
-    torch, course, lab = step("pip install torch --index-url https://download.pytorch.org/whl/cpu"), \
-        step(f'pip install "dist/{wheel.name}['), step("jupyter lab notebooks/01_intuition.ipynb")
+    torch, course, lab = step(f"pip install torch=={release_tool.torch_pin(REPO)} --index-url "
+                              "https://download.pytorch.org/whl/cpu"), \
+        step(f'pip install "dist/{wheel.name}['), step("jupyter lab --ServerApp.root_dir=. notebooks/01_intuition.ipynb")
     assert step("-m venv .venv") < step(".venv/bin/activate") < torch < course < lab == len(lines) - 1, lines
     extras = re.search(r"\[([\w,]+)\]", lines[course]).group(1).split(",")
     assert extras == list(release_tool.EXTRAS) and (out / "dist" / wheel.name).is_file()

@@ -221,17 +221,37 @@ def cpu_index() -> str:
     return module.CPU_INDEX
 
 
-def install_block(wheel: str) -> str:
-    """The learner's install, one step a line in the order they must run: a venv, PyTorch's CPU build, the
-    course's wheel with :data:`EXTRAS`, JupyterLab on the first lesson. POSIX shell; the comments say what
-    Windows runs instead, after which every line is the same there."""
+def torch_pin(repo: Path) -> str:
+    """The torch version ``repo``'s constraints.txt pins: the one the course is tested with."""
+    found = re.search(r"^torch==([\w.]+)\s*$", (repo / "constraints.txt").read_text(), re.M)
+    if not found:
+        raise ValueError(f"{repo / 'constraints.txt'} pins no torch (a line torch==X.Y.Z): the learner's install names it")
+    return found.group(1)
+
+
+def install_block(wheel: str, torch: str) -> str:
+    """The learner's install, one step a line in the order they must run: a venv, PyTorch's CPU build of
+    version ``torch``, the course's wheel with :data:`EXTRAS`, JupyterLab on the first lesson with the release
+    folder as its root (given a file alone, JupyterLab would serve only that file's folder). POSIX shell;
+    the comments say what Windows runs instead, after which every line is the same there."""
     return "\n".join([
         "python3 -m venv .venv            # Windows: py -m venv .venv",
         ". .venv/bin/activate             # Windows: .venv\\Scripts\\activate",
-        f"python -m pip install torch --index-url {cpu_index()}",
+        f"python -m pip install torch=={torch} --index-url {cpu_index()}",
         f'python -m pip install "dist/{wheel}[{",".join(EXTRAS)}]"',
-        "jupyter lab notebooks/01_intuition.ipynb",
+        "jupyter lab --ServerApp.root_dir=. notebooks/01_intuition.ipynb",
     ])
+
+
+def install_block_in(readme_text: str) -> list[str]:
+    """The lines of the one ``bash`` block under :data:`INSTALL_HEADING` in a release README's text."""
+    if INSTALL_HEADING + "\n" not in readme_text:
+        raise ValueError(f"the README has no section {INSTALL_HEADING!r}")
+    section = readme_text.split(INSTALL_HEADING + "\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    if len(blocks) != 1:
+        raise ValueError(f"{INSTALL_HEADING} should hold one bash block, found {len(blocks)}")
+    return blocks[0].strip().splitlines()
 
 
 def outside_hub_section(repo: Path) -> str:
@@ -276,11 +296,11 @@ Four lessons, each with its problem set. Start with the first lesson, then its p
 Python 3.10 or newer. In this folder, run these lines in order (on Windows, the comments say what differs):
 
 ```bash
-{install_block(wheel)}
+{install_block(wheel, torch_pin(repo))}
 ```
 
-The first `pip install` takes PyTorch's CPU build: the course never needs a GPU, and on Linux the
-default torch is the CUDA build, several GB. The second installs the course, JupyterLab and nbgrader (its
+The first `pip install` takes PyTorch's CPU build of the version the course is tested with: the course
+never needs a GPU, and on Linux the default torch is the CUDA build, several GB. The second installs the course, JupyterLab and nbgrader (its
 *Validate* button), numba for the fused CPU kernel of lesson 03, and triton where it installs (Linux):
 
 {PLATFORMS}

@@ -17,6 +17,8 @@ GIVEAWAYS: dict[str, tuple[str, ...]] = {
     "p-hit": _CACHED_PROMPT,
     # 03: what the first write into a block shared after a fork returns
     "q-cow": (r"first write (?:into a shared|copies)", r"copies one partial block"),
+    # 02: for which block sizes measured slack stays near (S - 1) / 2
+    "q-slack": (r"span many blocks", r"fits? inside one block"),
     # 04's opening lens: what paging mainly buys a server on the same GPU
     "lens-04": (r"bigger batch", r"(?:paged|a) batch is (?:larger|bigger)", r"more requests (?:running|at once)"),
 }

@@ -10,6 +10,7 @@ File names (`grades.csv`) are not code. What is left must be in ``NOT_OURS`` wit
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import re
@@ -47,9 +48,13 @@ def _sources() -> list[tuple[str, str]]:
     return out + [("README.md", (ROOT / "README.md").read_text(encoding="utf-8"))]
 
 
+@functools.lru_cache(maxsize=1)
+def _library_modules() -> tuple[str, ...]:
+    return ("pagedkv_lib", *(m.name for m in pkgutil.walk_packages(pagedkv_lib.__path__, "pagedkv_lib.")))
+
+
 def _modules_named(leaf: str) -> list[str]:
-    names = [m.name for m in pkgutil.walk_packages(pagedkv_lib.__path__, "pagedkv_lib.")]
-    return [n for n in ["pagedkv_lib", *names] if n.rsplit(".", 1)[-1] == leaf]
+    return [n for n in _library_modules() if n.rsplit(".", 1)[-1] == leaf]
 
 
 def _resolve_from(start, rest: list[str]) -> bool:

@@ -22,20 +22,26 @@ from psets_kernel import load, solutions
 HIDE_TRITON = "import sys\nsys.modules['triton'] = None  # find_spec('triton') is None: as if not installed\n"
 
 
-def answered_release(dest: Path) -> Path:
-    """The released ps3 with the reference answers typed into its answer cells, alone in ``dest``."""
-    answers = solutions(load(REPO / "solutions" / "ps3_code" / "ps3_code.ipynb"))
-    nb = json.loads((REPO / "exercises" / "ps3_code" / "ps3_code.ipynb").read_text(encoding="utf-8"))
+def answered(released: Path, dest: Path) -> Path:
+    """The released set at ``released`` with the reference answers typed into its answer cells, as a
+    learner's copy at ``dest`` (the written answers get a sentence: nbgrader validate wants them written)."""
+    name = released.parent.name
+    answers = solutions(load(REPO / "solutions" / name / f"{name}.ipynb"))
+    nb = json.loads(released.read_text(encoding="utf-8"))
     for cell in nb["cells"]:
-        gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
-        if gid in answers:
-            cell["source"] = answers[gid]
-        elif cell["metadata"].get("nbgrader", {}).get("solution"):  # the written answer, read by an instructor
+        meta = cell["metadata"].get("nbgrader", {})
+        if meta.get("grade_id") in answers:
+            cell["source"] = answers[meta["grade_id"]]
+        elif meta.get("solution"):
             cell["source"] = "Reserved slots grow by whole blocks, so the last block of each request holds the slack."
-    dest.mkdir(parents=True)
-    path = dest / "ps3_code.ipynb"
-    path.write_text(json.dumps(nb, indent=1), encoding="utf-8")
-    return path
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    return dest
+
+
+def answered_release(dest: Path) -> Path:
+    """The released ps3, answered, alone in ``dest``."""
+    return answered(REPO / "exercises" / "ps3_code" / "ps3_code.ipynb", dest / "ps3_code.ipynb")
 
 
 def validate(notebook: Path, hide: Path | None) -> subprocess.CompletedProcess:

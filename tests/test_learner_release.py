@@ -277,6 +277,12 @@ def test_the_release_readme_carries_the_section_for_learners_outside_the_hub(bui
     assert "\n## " not in section.split("\n", 1)[1], "the section stops at the next one"
 
 
+def test_constraints_without_a_torch_pin_are_named(tmp_path):
+    (tmp_path / "constraints.txt").write_text("numpy==2.3.0\ntorchvision==0.1\n")
+    with pytest.raises(ValueError, match=r"constraints.txt pins no torch \(a line torch==X.Y.Z\)"):
+        release_tool.torch_pin(tmp_path)
+
+
 def test_a_readme_without_the_section_is_named(tmp_path):
     (tmp_path / "README.md").write_text("# a course\n\n## Quick start\n")
     with pytest.raises(ValueError, match=r"has no section '## Learning outside the hub'"):

@@ -102,7 +102,14 @@ def polish(page: str, titles: dict) -> str:
         page = page.replace(f'<a href="#{gid}">Written response</a>',
                             f'<a href="#{gid}">{html_lib.escape(title)} (written)</a>')
     page = re.sub(r"<html(?![^>]*\blang=)", '<html lang="en"', page, count=1)   # for screen readers
-    return page.replace("</head>", _WRAP_CSS + _CONTRAST_CSS + "\n</head>", 1)
+    # the score is the page's title: an H1 (nbgrader draws an H4 above the notebook's own H1s, which
+    # puts the heading levels out of order for a screen reader's list of headings)
+    page = re.sub(r"<h4>(.*?\(Score: .*?)</h4>", r'<h1 class="feedback-score">\1</h1>', page, count=1, flags=re.DOTALL)
+    return page.replace("</head>", _WRAP_CSS + _CONTRAST_CSS + _SCORE_CSS + "\n</head>", 1)
+
+
+_SCORE_CSS = "<style>h1.feedback-score { font-size: 18px; margin: 10px 0; }</style>"
+"""The score heading keeps the size nbgrader gave it as an H4."""
 
 
 #: The line a feedback page opens with when the notebook was graded on other numbers than it showed.
@@ -149,7 +156,7 @@ def polish_all(feedback_dir: Path, releases: dict, course_dir: Path | None = Non
         text = polish(page.read_text(encoding="utf-8"), titles)
         note = _numbers_note_for(page, course_dir) if course_dir is not None else None
         if note:
-            text = text.replace("</h4>", f'</h4>\n<p class="numbers-note" role="note">{html_lib.escape(note)}</p>', 1)
+            text = text.replace("</h1>", f'</h1>\n<p class="numbers-note" role="note">{html_lib.escape(note)}</p>', 1)
         page.write_text(text, encoding="utf-8")
     return pages
 

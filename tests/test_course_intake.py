@@ -1,5 +1,6 @@
 """collect's naming rules and notebook cleaning, on small hand-made notebooks (no nbgrader run)."""
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -108,8 +109,9 @@ def test_collect_from_a_zip_places_cleans_and_lists_what_it_could_not(tmp_path):
 
 
 def _spy_reads(monkeypatch) -> list[str]:
-    """The names of the files read through ``Path.read_text`` or ``Path.read_bytes`` from now on."""
-    read, text, data = [], Path.read_text, Path.read_bytes
+    """The names of the files read through ``Path.read_text``, ``Path.read_bytes`` or ``os.open`` from now on."""
+    read, text, data, opened = [], Path.read_text, Path.read_bytes, os.open
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: read.append(Path(path).name) or opened(path, *a, **k))
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: read.append(self.name) or text(self, *a, **k))
     monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self.name) or data(self))
     return read

@@ -4,7 +4,9 @@ Accepted names, from a folder or a zip: ``<student>.ipynb`` (when there is one a
 given), ``<student>_<assignment>.ipynb`` or ``<assignment>_<student>.ipynb``, and any notebook inside a
 student folder (``alice/ps2_math (1).ipynb``, ``alice/Copy of ps2_math.ipynb``). Each notebook is cleaned
 on the way in (see ``notebook_cleaning.py``), within the bounds of ``submission_bounds.py``; whatever
-cannot be placed or read is listed, by file and reason, and nothing in one file stops the others.
+cannot be placed or read is listed, by file and reason, and nothing in one file stops the others. Only
+regular files are read: a symbolic link is never followed (a link named for a student makes that
+student's status ``unreadable``, saying so).
 """
 from __future__ import annotations
 
@@ -80,9 +82,11 @@ def _files(source: Path, scratch: Path, max_bytes: int, found: Collected) -> tup
     if not source.is_dir():
         raise FileNotFoundError(f"collect: {source} is neither a folder nor a zip file")
     skip = ("__MACOSX", ".ipynb_checkpoints")
-    files = [p for p in sorted(source.rglob("*")) if p.is_file()
+    files = [p for p in sorted(source.rglob("*")) if (p.is_symlink() or not p.is_dir())  # FIFOs too: said, not read
              and not any(part in skip or part.startswith(".") for part in p.relative_to(source).parts)]
-    return source, files
+    for link in [p for p in files if p.is_symlink() and p.suffix != ".ipynb"]:  # a notebook's link: its student's status
+        found.unplaced[str(link.relative_to(source))] = "a symbolic link: never followed"
+    return source, [p for p in files if not (p.is_symlink() and p.suffix != ".ipynb")]
 
 
 def collect_notebooks(source, course_dir=".", releases: dict | None = None, default: str | None = None,

@@ -3,17 +3,20 @@
 :func:`prepare` checks the notebook's bounds (``submission_bounds.py``) and cleans it in place
 (``notebook_cleaning.py``), then notes cells that are missing, a pasted key that is not the student's
 (``variant_keys.py``) and answer cells that reach for the grader or for the library's own answers
-(``answer_scan.py``). A notebook that cannot be read, or lies outside the bounds, is renamed so that
-nbgrader never opens it, and its status says why.
+(``answer_scan.py``), and a hand-in holding the instructor's solution markers or hidden tests
+(``solution_leak.py``: flagged ``leaked solution``, graded as it is). A notebook that cannot be read, or
+lies outside the bounds, is renamed so that nbgrader never opens it, and its status says why.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from ..course_layout import SOURCE
 from ..notebook_result import NotebookResult
 from .answer_scan import grader_names_used, library_calls, reaches
-from .notebook_cleaning import cell_text, missing_note, normalise
+from .notebook_cleaning import cell_text, missing_note, normalise, parse_notebook
+from .solution_leak import leak
 from .submission_bounds import Malformed, SubmissionLimits, Unreadable, parse_answer, read_bounded
 from .variant_keys import key_problem
 
@@ -32,19 +35,24 @@ def prepare(folder: Path, assignment: str, release: dict, status: NotebookResult
         status.details.append(f"no {want.name} (found {[p.name for p in others]})")
         return False
     try:
-        norm = normalise(read_bounded(want, limits, want.name), release, want.name, limits)
+        text = read_bounded(want, limits, want.name)
+        norm = normalise(text, release, want.name, limits)
     except (Unreadable, Malformed) as err:
         problem = "unreadable" if isinstance(err, Unreadable) else "malformed"
         want.rename(want.with_suffix(f".ipynb.{problem}"))  # nbgrader must not try it
         status.problems.append(problem)
         status.details.append(str(err))
         return False
+    course = folder.parents[2]   # submitted/<student>/<assignment>
+    if why := leak(parse_notebook(text, want.name, limits), course / SOURCE / assignment / want.name, release):
+        status.problems.append("leaked solution")
+        status.details.append(f"{want.name}: {why}; graded as it is, for the instructor to judge")
     want.write_text(json.dumps(norm.nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     if norm.missing:
         status.problems.append("cells missing")
         if missing_note(norm.missing) not in status.details:
             status.details.append(missing_note(norm.missing))
-    if mismatch := key_problem(folder.parents[2], status.student, norm.nb):  # submitted/<student>/<assignment>
+    if mismatch := key_problem(course, status.student, norm.nb):
         status.problems.append("key mismatch")
         if mismatch not in status.details:  # collect may have said so already
             status.details.append(mismatch)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import stat
 from pathlib import Path
 
 from traitlets import Integer
@@ -73,11 +75,31 @@ def json_depth(text: str, limit: int) -> int:
 
 
 def read_bounded(path: Path, limits: SubmissionLimits, where: str) -> str:
-    """The text of the file ``path``, read only if its size is within ``limits``; else raise `Malformed`."""
-    size = Path(path).stat().st_size
-    if size > limits.file_bytes:
-        raise Malformed(f"{where}: the file is {size:,} bytes; at most {limits.file_bytes:,} are accepted")
-    return Path(path).read_bytes().decode("utf-8", errors="replace")
+    """The text of the regular file ``path``, read only if its size is within ``limits``; else raise `Malformed`.
+
+    A symbolic link (it could point at the instructor's solution), a FIFO or a device is `Unreadable` and
+    never opened: checked with ``lstat``, then opened with ``O_NOFOLLOW`` and checked again."""
+    info = os.lstat(path)
+    if kind := _not_regular(info.st_mode):
+        raise Unreadable(f"{where}: {kind}, never followed or read (hand in the notebook file itself)")
+    if info.st_size > limits.file_bytes:
+        raise Malformed(f"{where}: the file is {info.st_size:,} bytes; at most {limits.file_bytes:,} are accepted")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if _not_regular(info.st_mode):
+            raise Unreadable(f"{where}: {_not_regular(info.st_mode)}, never read")
+        data = f.read(limits.file_bytes + 1)
+    if len(data) > limits.file_bytes:
+        raise Malformed(f"{where}: the file grew past {limits.file_bytes:,} bytes while read")
+    return data.decode("utf-8", errors="replace")
+
+
+def _not_regular(mode: int) -> str:
+    """What a file of ``mode`` is, when it is not a regular file ("" when it is)."""
+    if stat.S_ISREG(mode):
+        return ""
+    return "a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
 
 
 def parse_bounded(text: str, limits: SubmissionLimits, where: str) -> dict:

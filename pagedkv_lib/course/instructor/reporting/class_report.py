@@ -19,7 +19,7 @@ from .prediction_report import prediction_section, safe, write_html
 from .similar_answers import similar_answers
 
 #: Status words that flag an attempt on the grader (see intake/prepare_submission.py and grading/).
-FLAG_WORDS = ("tampered", "reaches outside", "library implementation", "forged record")
+FLAG_WORDS = ("tampered", "reaches outside", "library implementation", "forged record", "leaked solution")
 
 
 def _message(evalue: str) -> str:

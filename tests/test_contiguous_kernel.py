@@ -7,6 +7,7 @@ Kernel tests need numba (the ``fast`` extra) and skip without it; they share the
 from __future__ import annotations
 
 import importlib.util
+import math
 import subprocess
 import sys
 import textwrap
@@ -261,13 +262,18 @@ def test_without_numba_the_twin_is_torch_says_why_once_and_the_lesson_still_meas
         print(sorted(speed.seconds), speed.paging_pair(), len(ST.paging_reveal(speed)))
         for w in caught:
             print(len(str(w.message).splitlines()), str(w.message).split("; using ")[1])
+        print("QUESTION:", ST.paging_question(speed))
     """)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "True True"
     assert lines[1] == "['copy', 'torch contiguous', 'torch paged'] ('torch paged', 'torch contiguous') 2"
-    assert lines[2:] == ["1 torch's scaled_dot_product_attention per request instead",
-                         "1 pagedkv_lib.attention.fast.paged_decode_online_fast instead"]
+    assert lines[2:4] == ["1 torch's scaled_dot_product_attention per request instead",
+                          "1 pagedkv_lib.attention.fast.paged_decode_online_fast instead"]
+    # Issue 36: the learner is asked about the rows that judge the answer, torch's, and told they stand in.
+    assert lines[4].startswith("QUESTION: Torch, paged (copies each step's blocks), next to torch, contiguous "
+                               "(SDPA per request)"), lines[4]
+    assert "could not run here (numba is not installed" in lines[4] and "stand in" in lines[4]
 
 
 def test_a_tied_verdict_says_why_and_a_clear_one_does_not():
@@ -316,3 +322,82 @@ def test_the_interval_narrows_with_more_rounds(n, kept):
     speed = synthetic([1 + k / 100 for k in range(n)])
     low, high = speed.ratio_interval("fused shuffled", "fused contiguous")
     assert (round((low - 1) * 100) + 1, round((high - 1) * 100) + 1) == kept
+
+
+@given(copies=st.dictionaries(st.sampled_from(["bandwidth", "copy", "other"]),
+                              st.tuples(st.integers(1, 10**10), st.floats(1e-6, 10.0)), min_size=1))
+def test_no_copy_is_faster_than_the_bandwidth_it_is_measured_by(copies):
+    from pagedkv_lib.kernels.timing import fastest_copy
+    bandwidth = fastest_copy(copies)
+    assert all(moved / bandwidth <= seconds * (1 + 1e-12) for moved, seconds in copies.values())
+    assert any(math.isclose(moved / bandwidth, seconds) for moved, seconds in copies.values())
+
+
+def test_the_copy_only_row_never_passes_its_bound_even_when_it_beats_the_plain_copy(monkeypatch):
+    """Issue 36: the table defined the bound as the least time a method's bytes can take, then showed the
+    copy-only row at 117% of it. The block gather beating the plain copy (as it did) now sets the bandwidth."""
+    from pagedkv_lib.kernels import timing as T
+    real = T.time_interleaved
+
+    def gather_twice_as_fast(methods, repeats, *, between=None):
+        times = real(methods, repeats, between=between)
+        times["copy"] = [t / 2 for t in times["bandwidth"]]          # the gather moves as many bytes, faster
+        return times
+    monkeypatch.setattr(T, "time_interleaved", gather_twice_as_fast)
+    speed = T.measure_decode_speed([48, 16, 32], num_kv_heads=2, group=2, head_dim=16, repeats=3)
+    assert speed.moved_bytes["copy"] == 2 * speed.read_bytes
+    assert speed.share_of_bound("copy") == pytest.approx(1.0) and speed.share_of_bound("copy") <= 1 + 1e-12
+
+
+def test_the_question_names_the_rows_that_judge_it():
+    fused = ST.paging_question(synthetic([1.3] * 5))
+    assert ST.ROWS["fused shuffled"].capitalize() in fused and ROWS["fused contiguous"] in fused
+    assert "stand in" not in fused and "2 thread(s)" in fused
+
+
+def gpu_like(ratios, sdpa_padded_faster=True) -> DecodeSpeed:
+    """A GPU measurement's rows: the partitioned Triton row ``ratios`` times the faster SDPA row."""
+    from pagedkv_lib.kernels.gpu_timing import GPU_ROWS, gpu_pair
+    n = len(ratios)
+    rounds = {"copy": [0.001] * n, "triton single pass": [0.005] * n,
+              "torch contiguous": [0.002 if sdpa_padded_faster else 0.001] * n,
+              "torch padded": [0.001 if sdpa_padded_faster else 0.002] * n}
+    rounds["triton partitioned"] = [0.001 * r for r in ratios]
+    seconds = {k: sorted(rounds[k])[n // 2] for k in GPU_ROWS}
+    return DecodeSpeed(seconds, {k: rounds[k] for k in GPU_ROWS}, {k: 4_000_000 for k in GPU_ROWS}, 4_000_000,
+                       1e12, [100, 200], 2, n, None, device="Tesla T4", pair=gpu_pair(seconds))
+
+
+@pytest.mark.parametrize("padded_faster", [True, False])
+def test_on_a_gpu_the_gate_judges_the_faster_triton_row_against_the_faster_sdpa_row(padded_faster):
+    speed = gpu_like([1.3] * 7, padded_faster)
+    contiguous = "torch padded" if padded_faster else "torch contiguous"
+    assert speed.paging_pair() == ("triton partitioned", contiguous)
+    assert ST.paging_answer(speed) == ST.PAGING_CHOICES[2]
+    question = ST.paging_question(speed)
+    assert ST.ROWS["triton partitioned"].capitalize() in question and ST.ROWS[contiguous] in question
+    assert "Tesla T4" in question and "stand in" not in question
+    table, story = ST.paging_reveal(speed)
+    assert "Tesla T4" in table and "| Triton kernel, paged, blocks shuffled, in partitions | 1.30 |" in table
+    assert "**1.30x**" in story and "Kwon et al." in story
+    assert "fused" not in story and "Torch's paged row" not in story    # no sentence about rows it lacks
+
+
+def test_the_lesson_measures_the_gpu_when_there_is_one_and_the_cpu_otherwise(monkeypatch):
+    calls = []
+    monkeypatch.setattr(ST, "measure_gpu_decode_speed", lambda lens, **kw: calls.append(("gpu", lens, kw)))
+    monkeypatch.setattr(ST, "measure_decode_speed", lambda lens, **kw: calls.append(("cpu", lens, kw)))
+    monkeypatch.setattr(ST, "gpu_unavailable", lambda: None)
+    ST.measure_here([5, 6], repeats=3)
+    monkeypatch.setattr(ST, "gpu_unavailable", lambda: "torch sees no CUDA GPU")
+    ST.measure_here([7], repeats=4)
+    assert calls == [("gpu", [5, 6], {"repeats": 3}), ("cpu", [7], {"repeats": 4})]
+
+
+def test_a_gpu_is_used_only_when_torch_sees_one_and_triton_compiles(monkeypatch):
+    from pagedkv_lib.kernels import gpu_timing as G
+    monkeypatch.setattr(G.torch.cuda, "is_available", lambda: False)
+    assert G.gpu_unavailable() == "torch sees no CUDA GPU"
+    monkeypatch.setattr(G.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert "TRITON_INTERPRET" in (G.gpu_unavailable() or "")

@@ -24,7 +24,7 @@ from ..attention.fast import paged_decode_online_fast
 from ..attention.batch import PagedBatch, random_paged_batch
 
 __all__ = ["ContiguousBatch", "contiguous_layouts", "head_major", "sdpa_decode", "batched_decode", "time_interleaved",
-           "ROWS", "DecodeSpeed", "in_logical_order", "measure_decode_speed"]
+           "ROWS", "DecodeSpeed", "fastest_copy", "in_logical_order", "measure_decode_speed"]
 
 
 @dataclass
@@ -101,7 +101,8 @@ ROWS = {
     "torch contiguous": "torch, contiguous (SDPA per request)",
     "torch paged": "torch, paged (copies each step's blocks)",
 }
-"""The methods :func:`measure_decode_speed` times, by key, and what each one is."""
+"""The methods :func:`measure_decode_speed` times, by key, and what each one is (on a GPU:
+:data:`.gpu_timing.GPU_ROWS`)."""
 
 
 @dataclass
@@ -113,8 +114,9 @@ class DecodeSpeed:
     of each round, in order (round ``i`` of every method ran together); ``moved_bytes[key]``: the
     bytes that method must move at least (K and V read once; the copy also writes them);
     ``read_bytes``: K and V of the batch, :func:`~.bandwidth.decode_step_read_bytes`;
-    ``copy_bytes_per_s``: the copy bandwidth measured in the same rounds; ``lens`` (tokens),
-    ``threads``, ``repeats``.
+    ``copy_bytes_per_s``: the copy bandwidth measured in the same rounds (:func:`fastest_copy`); ``lens``
+    (tokens), ``threads``, ``repeats``; ``device``: where it ran (``"cpu"``, or the GPU's name); ``pair``: the
+    ``(paged, contiguous)`` keys the gate compares, where they are not the CPU's (:meth:`paging_pair`).
     """
 
     seconds: dict
@@ -126,6 +128,13 @@ class DecodeSpeed:
     threads: int
     repeats: int
     kernel_missing: str | None
+    device: str = "cpu"
+    pair: tuple[str, str] | None = None
+
+    @property
+    def where(self) -> str:
+        """What ran it, in words: ``"2 thread(s)"`` on the CPU, the GPU's name on a GPU."""
+        return f"{self.threads} thread(s)" if self.device == "cpu" else self.device
 
     def bound_seconds(self, key: str) -> float:
         """The least time ``key`` can take here: its bytes at the copy bandwidth."""
@@ -142,6 +151,8 @@ class DecodeSpeed:
 
     def paging_pair(self) -> tuple[str, str]:
         """The keys :meth:`paging_ratio` compares: ``(paged, contiguous)``, one method read two ways."""
+        if self.pair is not None:
+            return self.pair
         if self.kernel_missing is None:
             return "fused shuffled", "fused contiguous"
         return "torch paged", "torch contiguous"
@@ -169,6 +180,13 @@ class DecodeSpeed:
         return (ratios[0], ratios[-1]) if r == 0 else (ratios[r - 1], ratios[n - r])
 
 
+def fastest_copy(copies: dict) -> float:
+    """The copy bandwidth in bytes/s: the fastest of ``copies`` (name -> ``(bytes read + written, median
+    seconds)``), all timed in the same rounds. Being the fastest, no copy among them takes less than its
+    bytes at this bandwidth: a share of the bound above 100% is left to methods that only read."""
+    return max(moved / seconds for moved, seconds in copies.values())
+
+
 def in_logical_order(batch: PagedBatch) -> tuple:
     """``(k_cache, v_cache, block_tables)`` holding ``batch``'s blocks in logical order, request after request.
 
@@ -190,8 +208,9 @@ def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_di
     paged in logical order, packed contiguous (:func:`.contiguous_decode.packed_kv`), and head-major
     per request (:func:`head_major`). Every attention method is first checked to agree with
     the others (1e-4); then all run interleaved, ``repeats`` rounds after a warm-up, with a plain copy
-    of ``read_bytes`` (the bandwidth) in every round, so load on the machine hits them all alike. Before
-    each timed call, an untimed read of as many other bytes leaves the caches alike for every method.
+    of ``read_bytes`` in every round, so load on the machine hits them all alike. The bandwidth is the
+    faster of that copy and the copy-only row (:func:`fastest_copy`). Before each timed call, an untimed
+    read of as many other bytes leaves the caches alike for every method.
     """
     batch = random_paged_batch(lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,
                                head_dim=head_dim, spare_blocks=0, seed=seed)
@@ -226,9 +245,10 @@ def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_di
     times = time_interleaved({"copy": copy_blocks, **attention, "bandwidth": lambda: dst.copy_(src)}, repeats,
                              between=other.sum)                      # a clean read of as many bytes
     seconds = {key: statistics.median(ts) for key, ts in times.items()}
-    bandwidth = 2 * src.numel() * 4 / seconds.pop("bandwidth")
     moved = {key: read for key in attention}
     moved["copy"] = 2 * (k_copy.numel() + v_copy.numel()) * k_copy.element_size()
+    bandwidth = fastest_copy({"bandwidth": (2 * src.numel() * 4, seconds.pop("bandwidth")),
+                              "copy": (moved["copy"], seconds["copy"])})
     order = [key for key in ROWS if key in seconds]
     return DecodeSpeed({key: seconds[key] for key in order}, {key: times[key] for key in order}, moved, read,
                        bandwidth, [int(t) for t in lens], torch.get_num_threads(), repeats, missing)

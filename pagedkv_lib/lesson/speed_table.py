@@ -10,11 +10,16 @@ notebook's source, and no number is measured anywhere but here, now.
 """
 from __future__ import annotations
 
-from ..kernels.timing import ROWS, DecodeSpeed
+from ..kernels.gpu_timing import GPU_ROWS, gpu_unavailable, measure_gpu_decode_speed
+from ..kernels.timing import ROWS as CPU_ROWS, DecodeSpeed, measure_decode_speed
 from .claims import cited
 
-__all__ = ["PAGING_CHOICES", "RATIO_RANGES", "PAPER_KERNEL_SLOWDOWN", "TEXTS", "paging_answer",
-           "paging_reveal", "rows_markdown", "speed_rows"]
+__all__ = ["PAGING_CHOICES", "RATIO_RANGES", "PAPER_KERNEL_SLOWDOWN", "TEXTS", "measure_here", "paging_question",
+           "paging_answer", "paging_reveal", "rows_markdown", "speed_rows"]
+
+ROWS = {**CPU_ROWS, **GPU_ROWS}
+"""Every row's name, on a CPU (:data:`~pagedkv_lib.kernels.timing.ROWS`) or a GPU
+(:data:`~pagedkv_lib.kernels.gpu_timing.GPU_ROWS`)."""
 
 PAGING_CHOICES = ("faster than the contiguous read (under 0.95x its time)",
                   "about the same (0.95x to 1.10x)",
@@ -31,8 +36,14 @@ FasterTransformer's contiguous kernel (attention operation only, on a GPU), as r
 :data:`.claims.CITED`."""
 
 HEADER = ("On this machine, now: {requests} requests, {tokens:,} tokens, {mb:,.1f} MB of K and V per layer; "
-          "copy bandwidth {gbs:.1f} GB/s; {threads} thread(s); medians of {repeats} interleaved rounds. "
-          "*Bound*: the least time the method's bytes take at that bandwidth.")
+          "copy bandwidth {gbs:.1f} GB/s; {where}; medians of {repeats} interleaved rounds. "
+          "*Bound*: the least time the method's bytes take at that bandwidth, the bandwidth being the faster "
+          "of two copies timed in the same rounds (a plain copy of as many bytes, and the copy-only row), so "
+          "no copy passes 100%; a method that only reads can.")
+QUESTION = ("{paged}, next to {contiguous}, reading the same K and V here ({where}), now: how long does the "
+            "paged read take?")
+STAND_IN = (" The fused kernels could not run here ({why}), so this asks about torch's two rows, which stand in "
+            "for them.")
 PAGING = ("**Paging's cost here:** {paged} took **{ratio:.2f}x** the time of {contiguous}: the median of the "
           "rounds' ratios, which lies between {q1:.2f}x and {q3:.2f}x with 90% confidence (single rounds ran "
           "from {low:.2f}x to {high:.2f}x).")
@@ -56,8 +67,32 @@ BELOW = "No attention method reached the bound; the nearest, {best}, reached {sh
 ABOVE = ("{best} reached {share:.0%} of the bound: a pass that only reads can beat a copy, which also "
          "fetches each line it writes and writes it back.")
 MISSING = "(The fused rows are missing, so torch's rows stand in for them: {why}.)"
-TEXTS = (HEADER, PAGING, TIED, ORDER, UNMEASURABLE, PAPER, TORCH, BELOW, ABOVE, MISSING)
+TEXTS = (HEADER, QUESTION, STAND_IN, PAGING, TIED, ORDER, UNMEASURABLE, PAPER, TORCH, BELOW, ABOVE, MISSING)
 """Every sentence of the reveal, as a template filled from the measurement."""
+
+
+def measure_here(lens, **kwargs) -> DecodeSpeed:
+    """The lesson's live measurement of a decode step of ``lens``, where the learner runs it: on a CUDA GPU with
+    Triton (:func:`~pagedkv_lib.kernels.gpu_timing.measure_gpu_decode_speed`, fp16) when there is one, else on
+    the CPU (:func:`~pagedkv_lib.kernels.timing.measure_decode_speed`, fp32). ``kwargs`` go to either."""
+    if gpu_unavailable() is None:
+        return measure_gpu_decode_speed(lens, **kwargs)
+    return measure_decode_speed(lens, **kwargs)
+
+
+def paging_question(speed: DecodeSpeed) -> str:
+    """The gate's question, naming the two rows it judges (:meth:`~pagedkv_lib.kernels.timing.DecodeSpeed.paging_pair`),
+    so that a learner predicts about the rows that decide, the stand-ins included where the fused kernels are
+    missing."""
+    paged, contiguous = speed.paging_pair()
+    question = QUESTION.format(paged=_capital(ROWS[paged]), contiguous=ROWS[contiguous], where=speed.where)
+    if speed.kernel_missing is not None:
+        question += STAND_IN.format(why=speed.kernel_missing)
+    return question
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def paging_answer(speed: DecodeSpeed):
@@ -79,14 +114,16 @@ def paging_reveal(speed: DecodeSpeed) -> list[str]:
                           q1=q1, q3=q3, low=ratios[0], high=ratios[-1])]
     if isinstance(paging_answer(speed), tuple):
         said[0] += " " + TIED
-    if speed.kernel_missing is None:
+    if "fused in order" in s:
         said.append(ORDER.format(in_order=speed.ratio("fused in order", "fused contiguous")))
         low, high = speed.ratio_interval("fused in order", "fused contiguous")
         if low <= 1.0 <= high:
             said[-1] += " " + UNMEASURABLE.format(q1=low, q3=high)
+    if speed.kernel_missing is None:
         fewest, most = PAPER_KERNEL_SLOWDOWN.values                 # percent slower
         said.append(PAPER.format(low=1 + fewest / 100, high=1 + most / 100))
-    said.append(TORCH.format(gap=(s["torch paged"] - s["torch contiguous"]) * 1e3, copy=s["copy"] * 1e3))
+    if "torch paged" in s:
+        said.append(TORCH.format(gap=(s["torch paged"] - s["torch contiguous"]) * 1e3, copy=s["copy"] * 1e3))
     share = {key: speed.share_of_bound(key) for key in s if key != "copy"}
     best = max(share, key=share.get)
     said.append((BELOW if share[best] < 1 else ABOVE).format(best=ROWS[best], share=share[best]))
@@ -98,7 +135,7 @@ def paging_reveal(speed: DecodeSpeed) -> list[str]:
 def rows_markdown(speed: DecodeSpeed) -> str:
     """:data:`HEADER`, then :func:`speed_rows`: the table the reveal shows."""
     header = HEADER.format(requests=len(speed.lens), tokens=sum(speed.lens), mb=speed.read_bytes / 1e6,
-                           gbs=speed.copy_bytes_per_s / 1e9, threads=speed.threads, repeats=speed.repeats)
+                           gbs=speed.copy_bytes_per_s / 1e9, where=speed.where, repeats=speed.repeats)
     return "\n".join([header, "", *speed_rows(speed)])
 
 

@@ -67,7 +67,7 @@ hub: $(STAMP) $(HUB_PROXY) release  ## JupyterHub for a class on this server, as
 	cd "$(HUB_STATE)" && PATH="$(BIN):$$PATH" PAGEDKV_HUB_IP=$(HUB_IP) PAGEDKV_HUB_PORT=$(HUB_PORT) \
 		PAGEDKV_HUB_STATE="$(abspath $(HUB_STATE))" PAGEDKV_ROSTER="$(abspath $(CLASS))" \
 		PAGEDKV_EXCHANGE="$(abspath $(EXCHANGE))" PAGEDKV_COURSE="$(if $(COURSE),$(abspath $(COURSE)))" \
-		PAGEDKV_RUNTIME="$(abspath $(RUNTIME))" \
+		PAGEDKV_RUNTIME="$(abspath $(RUNTIME))" PAGEDKV_HUB_ADMINS="$(ADMINS)" \
 		exec $(BIN)/jupyterhub -f "$(CURDIR)/hub/jupyterhub_config.py"
 
 hub-stop:  ## stop the hub started by make hub (by its pid): it stops every user's server and the proxy

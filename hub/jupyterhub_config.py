@@ -14,6 +14,7 @@ HUB = Path(__file__).resolve().parent
 sys.path.insert(0, str(HUB))
 from accounts import read_roster  # noqa: E402  (hub/ is not a package)
 from roster_signup import RosterAuthenticator  # noqa: E402
+from signup_codes import code_for, export, hub_secret  # noqa: E402
 
 c = get_config()  # noqa: F821 (provided by JupyterHub)
 
@@ -46,13 +47,23 @@ c.JupyterHub.pid_file = str(STATE / "jupyterhub.pid")
 c.JupyterHub.cleanup_servers = True
 c.JupyterHub.cleanup_proxy = True
 
-# Authentication: pluggable (hub/README.md). NativeAuthenticator: each roster user signs up once at
-# /hub/signup with their roster id and chooses a password; only roster ids are authorised, and the
-# instructors are hub admins (they can discard a claimed account at /hub/authorize). RosterAuthenticator is
-# NativeAuthenticator with a sign-up message that says what is true (roster_signup.py).
+# Authentication: pluggable (hub/README.md). RosterAuthenticator (roster_signup.py): each roster user signs up
+# once at /hub/signup with their roster id, the sign-up code they were given (signup_codes.py) and a password;
+# only roster ids are authorised. Codes: signup-codes.csv in the state folder, for the operator to send through
+# the learning platform; the instructors' are printed here, for the operator only.
+STATE.mkdir(mode=0o700, parents=True, exist_ok=True)
+SECRET = hub_secret(STATE)
 c.JupyterHub.authenticator_class = RosterAuthenticator
+c.RosterAuthenticator.signup_secret = SECRET
 c.Authenticator.allowed_users = set(ROSTER)
-c.Authenticator.admin_users = {m.id for m in ROSTER.values() if m.role == "instructor"}
+export(SECRET, ROSTER.values(), STATE / "signup-codes.csv")
+print(f"sign-up codes for every roster id: {STATE / 'signup-codes.csv'} (send each learner theirs); instructors: "
+      + ", ".join(f"{m.id} {code_for(SECRET, m.id)}" for m in ROSTER.values() if m.role == "instructor"), file=sys.stderr)
+# Instructors are not hub admins: an admin can open any learner's server. The operator may make them admins
+# (make hub ADMINS=1), and only then may admins open users' servers (admin_access).
+ADMINS = os.environ.get("PAGEDKV_HUB_ADMINS", "") == "1"
+c.Authenticator.admin_users = {m.id for m in ROSTER.values() if m.role == "instructor"} if ADMINS else set()
+c.JupyterHub.admin_access = ADMINS
 c.NativeAuthenticator.open_signup = False       # a name not on the roster signs up but can never log in
 c.NativeAuthenticator.minimum_password_length = 10
 c.NativeAuthenticator.check_common_password = True

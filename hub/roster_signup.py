@@ -1,19 +1,45 @@
-"""Sign-up on the class hub says what is true: a roster id can log in at once; any other name never can.
+"""Sign-up on the class hub: a roster id with its own sign-up code can log in at once; nothing else can.
 
-NativeAuthenticator authorises a roster id (an allowed user) when it signs up, yet tells every
-non-admin "Your information has been sent to the admin". Nothing is sent, and the learner can log in
-straight away. This authenticator keeps NativeAuthenticator's behaviour and changes only that message.
+NativeAuthenticator authorises a roster id (an allowed user) when it signs up. Alone, that lets whoever
+signs up first with a classmate's or the instructor's id hold that account. Here sign-up also asks for
+the id's code (``signup_codes.py``), which only its owner was given, and says what is true afterwards
+(NativeAuthenticator tells every non-admin "Your information has been sent to the admin"; nothing is sent).
 """
 from nativeauthenticator import NativeAuthenticator
 from nativeauthenticator.handlers import SignUpHandler
+from traitlets import Bytes
+
+from signup_codes import matches
 
 ON_ROSTER = ("Signed up. You are on the class roster, so you can log in now with this name and password "
              "(Log in, at the top of this page).")
 NOT_ON_ROSTER = ("This name is not on the class roster, so it cannot log in. Sign up with the id your "
                  "instructor gave you; ask them if you do not have one.")
+WRONG_CODE = ("That sign-up code is not the one given for this name. Use the code you were sent with your "
+              "id (ask your instructor if you have none); nothing was created.")
+CODE_FIELD = ('<label for="signup_code_input">Sign-up code (sent to you with your id):</label>\n'
+              '<input id="signup_code_input" type="text" name="signup_code" autocomplete="off" '
+              'autocapitalize="off" autocorrect="off" class="form-control" required />\n<p></p>\n')
 
 
 class RosterSignUpHandler(SignUpHandler):
+    async def render_template(self, name, **ns):
+        html = await super().render_template(name, **ns)
+        if name == "signup.html":   # the code field, before the password
+            html = html.replace('<label for="password_input">', CODE_FIELD + '<label for="password_input">', 1)
+        return html
+
+    async def post(self):
+        name = self.authenticator.normalize_username(self.get_body_argument("username", "", strip=False))
+        if not matches(self.authenticator.signup_secret, name, self.get_body_argument("signup_code", "")):
+            self.log.warning("sign-up for %r refused: wrong sign-up code", name)
+            self.finish(await self.render_template(
+                "signup.html", ask_email=False, result_message=WRONG_CODE, alert="alert-danger",
+                two_factor_auth=False, two_factor_auth_user="", two_factor_auth_value="",
+                recaptcha_key=self.authenticator.recaptcha_key, tos=self.authenticator.tos))
+            return
+        await super().post()
+
     def get_result_message(self, user, assume_user_is_human, username_already_taken, confirmation_matches,
                            user_is_admin):
         alert, message = super().get_result_message(user, assume_user_is_human, username_already_taken,
@@ -24,7 +50,9 @@ class RosterSignUpHandler(SignUpHandler):
 
 
 class RosterAuthenticator(NativeAuthenticator):
-    """NativeAuthenticator with a sign-up message that matches the roster (see the module docstring)."""
+    """NativeAuthenticator whose sign-up needs the id's code (see the module docstring)."""
+
+    signup_secret = Bytes(help="The hub's sign-up secret (signup_codes.hub_secret); set in jupyterhub_config.py")
 
     def get_handlers(self, app):
         return [(path, RosterSignUpHandler if handler is SignUpHandler else handler)

@@ -110,13 +110,18 @@ class HubUser:
     def shot(self, name: str) -> None:
         self.page.screenshot(path=str(SHOTS / f"{name}.png"))
 
-    def sign_up(self) -> None:
+    def sign_up(self, code: str, as_user: str | None = None) -> None:
+        """Sign up with ``code``; as ``as_user`` (another's roster id), the hub must refuse it."""
         page = self.page
         page.goto(f"{self.base}/hub/signup")
-        page.fill("#username_input", self.name)
+        page.fill("#username_input", as_user or self.name)
+        page.fill("#signup_code_input", code)
         page.fill("#password_input", PASSWORD)
         page.fill("#password_confirmation_input", PASSWORD)
         page.click("#signup_submit")
+        if as_user:
+            expect(page.locator(".alert-danger").first).to_contain_text("not the one given for this name")
+            return
         # a roster id is authorised at sign-up, and the page says so (not NativeAuthenticator's "sent to the admin")
         expect(page.locator(".alert-success").first).to_contain_text("you can log in now")
 
@@ -346,8 +351,11 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         now = time.monotonic()
         steps[name], last[0] = now - last[0], now
     try:
+        with open(tmp / "state" / "signup-codes.csv", newline="") as f:
+            codes = {row["id"]: row["code"] for row in csv.DictReader(f)}
+        one.sign_up(codes[LEARNER1], as_user=INSTRUCTOR)   # attack 6: a learner claims the instructor's id first
         for user in users.values():
-            user.sign_up()
+            user.sign_up(codes[user.name])
         for user in users.values():   # three servers start at once
             user.log_in()
         for user in users.values():

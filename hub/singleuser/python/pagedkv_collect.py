@@ -129,6 +129,8 @@ class OwnedCollect(ExchangeCollect):
     def _record_refusals(self) -> None:
         """Each refused entry into the course's ``collect.json``: a note on its owner's status, and, for a
         student none of whose entries was taken, the verdict ``unreadable`` with why."""
+        if not self.refused:
+            return
         path = os.path.join(self.coursedir.root, COLLECT_LOG)
         log = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
         taken = {r["username"] for r in self.src_records if r["filename"] not in self.refused}

@@ -261,6 +261,40 @@ def check_learner(members: list[Member], python: Path) -> None:
                    f"else:\n    raise SystemExit('a learner can list {REPO}')\n")
 
 
+def _others_can_read(folder: Path) -> bool:
+    """Whether a user with none of the owner's or group's rights can list ``folder`` (every folder above searchable)."""
+    real = Path(os.path.realpath(folder))
+    try:
+        return all(os.stat(p).st_mode & stat.S_IXOTH for p in real.parents) and \
+            os.stat(real).st_mode & (stat.S_IROTH | stat.S_IXOTH) == (stat.S_IROTH | stat.S_IXOTH)
+    except OSError:
+        return False
+
+
+def other_checkouts(roots=("/",), depth: int = 4, skip: tuple = ()) -> list[Path]:
+    """Other copies of the course (a folder holding ``solutions/`` and ``pagedkv_lib/``) whose ``solutions/``
+    every user can read: found up to ``depth`` folders below each of ``roots``, plus the clone this checkout was
+    made from when its ``origin`` is a local path. ``make hub`` closes only this checkout, so it warns of these."""
+    mine = {Path(os.path.realpath(p)) for p in (REPO, *skip)}
+    found = set()
+    origin = subprocess.run(["git", "config", "--get", "remote.origin.url"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip()
+    candidates = [Path(origin.removeprefix("file://"))] if origin.startswith(("/", "file://")) else []
+    for root in roots:
+        base = len(Path(root).parts)
+        for folder, dirs, _ in os.walk(root, onerror=lambda err: None):
+            here = Path(folder)
+            dirs[:] = [] if len(here.parts) - base >= depth else [
+                d for d in dirs if d not in ("proc", "sys", "dev", "run", ".git", "node_modules", ".venv")]
+            if "solutions" in dirs and "pagedkv_lib" in dirs:
+                candidates.append(here)
+    for where in candidates:
+        real = Path(os.path.realpath(where))
+        if real not in mine and (real / "solutions").is_dir() and _others_can_read(real / "solutions"):
+            found.add(real)
+    return sorted(found)
+
+
 def seal_checkout() -> None:
     """Take every permission of other users off this checkout (it holds solutions/ and the grader)."""
     mode = REPO.stat().st_mode
@@ -351,6 +385,11 @@ def main(argv=None) -> int:
         write_keys(m.id, course, Path(args.roster))
         publish_lessons(m.id, course, Path(args.runtime), Path(args.exchange))
     seal_checkout()
+    courses = [Path(args.course)] if args.course else [Path(pwd.getpwnam(m.id).pw_dir) / "pagedkv"
+                                                        for m in members if m.role == "instructor"]
+    for other in other_checkouts(skip=tuple(courses)):
+        print(f"WARNING: {other} is another copy of this course, and every user can read its solutions/: "
+              f"learners can too. chmod o-rwx {other} (or remove it)", file=sys.stderr)
     check_learner(members, Path(args.runtime) / "venv" / "bin" / "python")
     print(f"accounts ready: {', '.join(f'{m.id} ({m.role})' for m in members)}; exchange {args.exchange}; "
           f"learners run {args.runtime}")

@@ -10,8 +10,10 @@ import json
 import os
 import pwd
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -215,3 +217,21 @@ def test_root_clears_what_a_learner_left_without_following_links(course, users, 
     assert not locked.exists() and link.is_symlink()
     assert clear_inbound(course / "exchange", "pagedkv", ASSIGNMENT) == [link.name]
     assert (kept / "precious").read_text() == "x" and other.exists()
+
+
+def test_make_hub_finds_another_readable_copy_of_the_course():
+    """make hub closes only its own checkout; a copy elsewhere that everyone can read is named, a closed one not."""
+    sys.path.insert(0, str(REPO / "hub"))
+    from accounts import other_checkouts
+    top = Path(tempfile.mkdtemp(prefix="pkv-copies-"))   # under /tmp, which every user can search
+    try:
+        copy = top / "old" / "clone"
+        (copy / "solutions" / "ps2_math").mkdir(parents=True)
+        (copy / "pagedkv_lib").mkdir()
+        for p in (top, top / "old", copy, copy / "solutions"):
+            p.chmod(0o755)
+        assert other_checkouts([str(top)]) == [copy.resolve()]
+        copy.chmod(0o750)
+        assert other_checkouts([str(top)]) == []
+    finally:
+        shutil.rmtree(top)

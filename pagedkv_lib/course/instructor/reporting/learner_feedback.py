@@ -14,6 +14,7 @@ from pathlib import Path
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
+from ....errors import PagedKVError
 from ...protocol import PASS_MIME
 from ..course_layout import AUTOGRADED, FEEDBACK, SUBMITTED, cached_releases, nbgrader
 from ..intake.collect_notebooks import release_notebooks
@@ -162,9 +163,23 @@ def polish_all(feedback_dir: Path, releases: dict, course_dir: Path | None = Non
 
 
 def feedback(course_dir=".") -> list[Path]:
-    """Write HTML feedback for every autograded submission into ``feedback/``; return the pages."""
+    """Write HTML feedback for every autograded submission into ``feedback/``; return the pages.
+
+    One learner's notebook that nbgrader cannot turn into a page costs that learner's page only: every
+    other page is still written and polished, then PagedKVError names each learner left without one."""
     root = Path(course_dir)
-    names = sorted({p.parent.name for p in (root / AUTOGRADED).glob("*/*/*.ipynb")})
+    graded = sorted({(p.parent.parent.name, p.parent.name) for p in (root / AUTOGRADED).glob("*/*/*.ipynb")})
+    names, errors = sorted({a for _, a in graded}), []
     for name in names:
-        nbgrader("generate_feedback", name, "--force", course_dir=root)
-    return polish_all(root / FEEDBACK, release_notebooks(cached_releases(root, names)), root)
+        try:
+            nbgrader("generate_feedback", name, "--force", course_dir=root)
+        except PagedKVError as err:   # nbgrader goes on past a bad notebook, then exits non-zero
+            errors.append(str(err)[-1500:])
+    pages = polish_all(root / FEEDBACK, release_notebooks(cached_releases(root, names)), root)
+    made = {(p.parent.parent.name, p.parent.name) for p in pages}
+    if missing := [f"{s}/{a}" for s, a in graded if (s, a) not in made]:
+        raise PagedKVError(f"feedback written for the others ({len(pages)} pages); none for {', '.join(missing)}"
+                           + ("\n" + "\n".join(errors) if errors else ""))
+    if errors:
+        raise PagedKVError("\n".join(errors))
+    return pages

@@ -1,0 +1,32 @@
+"""make feedback: one learner's notebook that nbgrader cannot turn into a page costs that learner only.
+
+nbgrader's generate_feedback goes on past a notebook it cannot convert and then exits non-zero; here it is
+replaced by a stand-in that writes alice's page and fails on bob's, as nbgrader does, so the test is of
+what ``feedback`` does with that: alice's page still written and polished, bob named.
+"""
+from pathlib import Path
+
+import pytest
+
+from pagedkv_lib.course.instructor.reporting import learner_feedback as lf
+from pagedkv_lib.errors import PagedKVError
+
+
+def test_one_learners_bad_notebook_costs_only_their_page(tmp_path, monkeypatch):
+    for student in ("alice", "bob"):
+        nb = tmp_path / "autograded" / student / "ps2_math" / "ps2_math.ipynb"
+        nb.parent.mkdir(parents=True)
+        nb.write_text("{}")
+
+    def generate_feedback(*args, course_dir):
+        page = Path(course_dir) / "feedback" / "alice" / "ps2_math" / "ps2_math.html"
+        page.parent.mkdir(parents=True)
+        page.write_text("<html><body><h1>ps2_math</h1></body></html>")
+        raise PagedKVError("nbgrader generate_feedback ps2_math failed (exit 1):\n[ERROR] bob: bad notebook")
+
+    monkeypatch.setattr(lf, "nbgrader", generate_feedback)
+    monkeypatch.setattr(lf, "cached_releases", lambda root, names: tmp_path / "no-releases")
+    with pytest.raises(PagedKVError, match=r"feedback written for the others \(1 pages\); none for bob/ps2_math"):
+        lf.feedback(tmp_path)
+    page = (tmp_path / "feedback" / "alice" / "ps2_math" / "ps2_math.html").read_text()
+    assert 'lang="en"' in page, "alice's page was polished although bob's failed"

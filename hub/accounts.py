@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import grp
 import os
 import pwd
 import shutil
@@ -187,6 +188,17 @@ def write_keys(instructor: str, course: Path, roster: Path) -> None:
                    stdout=subprocess.DEVNULL)
 
 
+def share_course(lead: str, lead_course: Path, other: str, course: Path) -> None:
+    """Let instructor ``other`` grade in their own ``course``: the lead's course secret and keys (the same
+    numbers for each learner), and the lead's group (the exchange's submissions are readable by it)."""
+    for name in ("course-secret.txt", "keys.csv"):
+        shutil.copyfile(lead_course / name, course / name)
+        chown_tree(course / name, other)
+        (course / name).chmod(0o600)
+    subprocess.run(["usermod", "--append", "--groups", grp.getgrgid(pwd.getpwnam(lead).pw_gid).gr_name, other],
+                   check=True)
+
+
 def publish_lessons(instructor: str, course: Path, runtime: Path, exchange: Path) -> None:
     """Release the lessons in the exchange as the assignment ``lessons``, as the instructor, with nbgrader's own
     release: a learner hands in ``~/lessons`` (their saved predictions) from the Assignment List, and
@@ -196,8 +208,10 @@ def publish_lessons(instructor: str, course: Path, runtime: Path, exchange: Path
             f"where = CourseDirectory(root={str(course)!r}, course_id='pagedkv', "
             f"release_directory={str(runtime / 'handout')!r}, assignment_id='lessons')\n"
             f"ExchangeReleaseAssignment(coursedir=where, root={str(exchange)!r}, force=True).start()\n")
-    subprocess.run(["runuser", "-u", instructor, "--", str(course / ".venv" / "bin" / "python"), "-c", code],
-                   cwd="/", check=True, capture_output=True)
+    proc = subprocess.run(["runuser", "-u", instructor, "--", str(course / ".venv" / "bin" / "python"), "-c", code],
+                          cwd="/", capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"releasing the lessons as {instructor} failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
 
 
 def create(members: list[Member], exchange: Path, home_root: Path | None, course: Path | None,
@@ -374,16 +388,28 @@ def main(argv=None) -> int:
         print(f"removed {len(gone)} inbound entries of {args.assignment}: {', '.join(gone) or 'none'}")
         return 0
     members = read_roster(args.roster)
+    if args.course and sum(m.role == "instructor" for m in members) > 1 and args.command == "create":
+        print("COURSE= names one course folder, owned by one user; with several instructors in the roster leave it "
+              "out: each gets ~/pagedkv, and the first in the roster leads (keys, lessons)", file=sys.stderr)
+        return 1
     if args.command == "remove":
         remove(members, Path(args.exchange), Path(args.runtime), Path(args.course) if args.course else None)
         return 0
     create(members, Path(args.exchange), Path(args.homes) if args.homes else None,
            Path(args.course) if args.course else None, Path(args.release), Path(args.runtime))
-    for m in (m for m in members if m.role == "instructor"):
+    instructors = [m for m in members if m.role == "instructor"]
+    for m in instructors:
         course = Path(args.course) if args.course else Path(pwd.getpwnam(m.id).pw_dir) / "pagedkv"
         check_runs(m.id, course / ".venv" / "bin" / "python", "import pagedkv_lib.course.learner, nbgrader")
-        write_keys(m.id, course, Path(args.roster))
-        publish_lessons(m.id, course, Path(args.runtime), Path(args.exchange))
+    # The first instructor of the roster leads: their course makes the variant keys the hub hands out and
+    # releases the lessons (the exchange's course folders are theirs); each other instructor or TA has a
+    # course copy of their own to grade in.
+    lead = instructors[0]
+    course = Path(args.course) if args.course else Path(pwd.getpwnam(lead.id).pw_dir) / "pagedkv"
+    write_keys(lead.id, course, Path(args.roster))
+    publish_lessons(lead.id, course, Path(args.runtime), Path(args.exchange))
+    for m in instructors[1:]:
+        share_course(lead.id, course, m.id, Path(pwd.getpwnam(m.id).pw_dir) / "pagedkv")
     seal_checkout()
     courses = [Path(args.course)] if args.course else [Path(pwd.getpwnam(m.id).pw_dir) / "pagedkv"
                                                         for m in members if m.role == "instructor"]

@@ -235,3 +235,22 @@ def test_make_hub_finds_another_readable_copy_of_the_course():
         assert other_checkouts([str(top)]) == []
     finally:
         shutil.rmtree(top)
+
+
+def test_a_second_instructor_grades_with_the_leads_secret_and_reads_the_exchange_by_group(users, tmp_path):
+    """Several instructors: the first leads; another gets the lead's course secret and keys (the same numbers
+    per learner) and the lead's group, through which nbgrader's inbound/ is readable."""
+    sys.path.insert(0, str(REPO / "hub"))
+    import grp
+    from accounts import share_course
+    lead, ta = users["victim"], users["attacker"]   # any two users
+    lead_course, ta_course = tmp_path / "lead", tmp_path / "ta"
+    lead_course.mkdir()
+    ta_course.mkdir()
+    (lead_course / "course-secret.txt").write_text("s" * 64)
+    (lead_course / "keys.csv").write_text("student,key\nx,y\n")
+    share_course(lead, lead_course, ta, ta_course)
+    copied = ta_course / "course-secret.txt"
+    assert copied.read_text() == "s" * 64 and copied.stat().st_uid == pwd.getpwnam(ta).pw_uid
+    assert copied.stat().st_mode & 0o077 == 0
+    assert ta in grp.getgrgid(pwd.getpwnam(lead).pw_gid).gr_mem

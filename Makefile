@@ -68,6 +68,8 @@ hub: $(STAMP) $(HUB_PROXY) release  ## JupyterHub for a class on this server, as
 		PAGEDKV_HUB_STATE="$(abspath $(HUB_STATE))" PAGEDKV_ROSTER="$(abspath $(CLASS))" \
 		PAGEDKV_EXCHANGE="$(abspath $(EXCHANGE))" PAGEDKV_COURSE="$(if $(COURSE),$(abspath $(COURSE)))" \
 		PAGEDKV_RUNTIME="$(abspath $(RUNTIME))" PAGEDKV_HUB_ADMINS="$(ADMINS)" \
+		PAGEDKV_LEARNER_MEMORY_GIB="$(LEARNER_MEMORY_GIB)" PAGEDKV_LEARNER_CPUS="$(LEARNER_CPUS)" \
+		PAGEDKV_LEARNER_PROCESSES="$(LEARNER_PROCESSES)" \
 		exec $(BIN)/jupyterhub -f "$(CURDIR)/hub/jupyterhub_config.py"
 
 hub-stop:  ## stop the hub started by make hub (by its pid): it stops every user's server and the proxy

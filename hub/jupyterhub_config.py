@@ -13,6 +13,7 @@ from pathlib import Path
 HUB = Path(__file__).resolve().parent
 sys.path.insert(0, str(HUB))
 from accounts import read_roster  # noqa: E402  (hub/ is not a package)
+from learner_limits import LimitedSpawner  # noqa: E402
 from roster_signup import RosterAuthenticator  # noqa: E402
 from signup_codes import code_for, export, hub_secret  # noqa: E402
 
@@ -70,7 +71,12 @@ c.NativeAuthenticator.check_common_password = True
 
 # Single-user servers, as the user: learners run the runtime's venv (the release's library, no grader),
 # the instructor their course directory's own .venv; nobody but root reads this checkout (accounts.py).
-c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
+# Each learner's server, and all it starts, within bounds of memory, CPU and processes (learner_limits.py:
+# cgroups, as SystemdSpawner's slices where systemd runs); LEARNER_MEMORY= etc. of make hub change them.
+c.JupyterHub.spawner_class = LimitedSpawner
+c.LimitedSpawner.memory_bytes = int(float(os.environ.get("PAGEDKV_LEARNER_MEMORY_GIB") or 4) * 2**30)
+c.LimitedSpawner.cpus = float(os.environ.get("PAGEDKV_LEARNER_CPUS") or 1)
+c.LimitedSpawner.processes = int(os.environ.get("PAGEDKV_LEARNER_PROCESSES") or 1024)
 c.Spawner.default_url = "/lab"
 c.Spawner.http_timeout = 120
 c.Spawner.start_timeout = 180
@@ -100,6 +106,7 @@ def role_settings(spawner):
     """Per role: the Jupyter config folders (nbgrader's exchange and course id in both), the start folder;
     for a learner, their variant key (their notebooks' numbers: pagedkv_lib/course/learner/variants.py)."""
     member = ROSTER[spawner.user.name]
+    spawner.bounded = member.role == "learner"   # the instructor's server grades, in sandboxes of its own
     singleuser = RUNTIME / "singleuser"   # a copy of hub/singleuser that every user can read
     course = course_of(member) if member.role == "instructor" else ""
     bin_dir = Path(course) / ".venv" / "bin" if course else RUNTIME / "venv" / "bin"

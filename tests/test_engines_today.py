@@ -270,3 +270,22 @@ def test_the_lessons_served_gate_contradicts_the_per_request_table_and_the_revea
     assert gap["preemption_count_s"] > abs(gap["steps_s"]) + abs(gap["preemption_price_s"])
     assert sw.undone_swaps > 0
     assert GATE_KEYS["q-served-preempt"].answer(_served_live(pc.PCIE5_X16_BYTES_PER_S)) == "swap"
+
+
+def served_control_gate(path) -> str | None:
+    """The gate that lesson ``path``'s served control waits for, if the cell asking that gate comes first."""
+    import re
+
+    import nbformat
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    control = next(i for i, s in enumerate(cells) if "served_preemption_control(" in s)
+    gate = re.search(r'served_preemption_control\([^)]*after=W\.gate\("([\w-]+)"\)', cells[control])
+    asked = gate and next((i for i, s in enumerate(cells) if f'W.ask("{gate[1]}"' in s), None)
+    return gate[1] if asked is not None and asked < control else None
+
+
+def test_lesson_04s_served_control_opens_only_with_the_gate_that_asks_which_way_finishes_sooner():
+    """The control's tables show the served gate's answer: it must wait for that gate, asked above it (waiting for
+    the per-request gate, as it once did, would show the answer to a learner who committed only that one)."""
+    from conftest import LESSONS
+    assert served_control_gate(next(p for p in LESSONS if p.stem == "04_demo")) == "q-served-preempt"

@@ -11,7 +11,7 @@ attributes and behaviour:
   :data:`FOCUS_RING` (6.9:1 on white), and it reflows at 320 CSS px (long lines wrap, boxes shrink).
 * :func:`name_by`: a radio group becomes ``role="radiogroup"`` named by its question; radios share a
   ``name``, so the group is one Tab stop and the arrow keys move within it (the browser's own radio
-  group). A text box, text area or list is named by the widgets given (``aria-labelledby``).
+  group), and each says its place ("2 of 4"). A text box, text area or list is named by the widgets given (``aria-labelledby``).
 * :func:`announcer` and :func:`verdict`: polite live regions (``role="status"``); a verdict also
   takes the focus once, when its gate's commit is made from its own controls.
 
@@ -44,7 +44,7 @@ STYLE = f"""
 .{CONTROL} textarea:focus-visible, .{CONTROL} .{VERDICT}:focus {{
   outline: 3px solid {FOCUS_RING} !important; outline-offset: 2px !important; }}
 .{CONTROL} {{ max-width: 100%; }}
-.{CONTROL} .widget-hbox, .{CONTROL} .widget-inline-hbox {{ flex-wrap: wrap; max-width: 100%; }}
+.{CONTROL} .widget-hbox, .{CONTROL} .widget-inline-hbox {{ flex-wrap: wrap; max-width: 100%; height: auto; }}
 .{CONTROL} .widget-inline-hbox > input, .{CONTROL} .widget-inline-hbox > textarea,
 .{CONTROL} .widget-inline-hbox > select {{ min-width: 8em; max-width: 100%; }}
 .{CONTROL} .widget-html, .{CONTROL} .widget-html-content {{ max-width: 100%; white-space: normal; }}
@@ -77,7 +77,12 @@ function name(el) {
   if (group) {
     group.setAttribute('role', 'radiogroup');
     group.setAttribute('aria-labelledby', ids.join(' '));
-    group.querySelectorAll('input[type=radio]').forEach(function (r) { r.name = 'pagedkv-group-' + k + '-' + idOf(group); });
+    var radios = group.querySelectorAll('input[type=radio]');
+    radios.forEach(function (r, i) {
+      r.name = 'pagedkv-group-' + k + '-' + idOf(group);
+      r.setAttribute('aria-posinset', i + 1);
+      r.setAttribute('aria-setsize', radios.length);
+    });
     return;
   }
   var field = el.querySelector(':scope > input, :scope > textarea, :scope > select');

@@ -1,7 +1,7 @@
 """The Triton paged decode kernel against SDPA on contiguous caches, timed in the same run on a GPU.
 
 Usage: python benchmarks/triton_attention.py [--dtype float16] [--batch-4k 32] [--batch-16k 4]
-       [--partitions 512,256,128] [--peak-gbs 4800]
+       [--partitions 512,256,128] [--blocks-per-step 2,4] [--peak-gbs 4800]
 
 Needs a CUDA GPU (timing Triton's CPU interpreter would measure the interpreter): on a machine
 without one it exits with status 1 and says so. The CPU comparison of the torch versions is
@@ -24,6 +24,7 @@ Methods, all producing the same ``[B, 32, 128]`` output (checked against fp32 at
 * ``triton_split_P``: :mod:`pagedkv_lib.attention.triton_split_decode` (vLLM's ``paged_attention_v2``
   idea), one program per partition of ``P`` tokens, then one merge launch, unchecked;
   ``triton_split_P_torch_merge`` the same partials merged by ``merge_partitions`` in torch (the A/B);
+  ``triton_split_P_xN`` the same kernel reading ``N`` blocks per step as one tile (issue 39's A/B);
 * ``sdpa_padded``: one ``scaled_dot_product_attention`` call over a contiguous, head-major,
   zero-padded ``[B, H_kv, T_max, D]`` batch (a key-padding mask when lengths differ);
 * ``sdpa_per_request``: one SDPA call per request on its own contiguous ``[1, H_kv, T, D]``.
@@ -95,7 +96,7 @@ def fp32_reference(c):
     return out[:, :, 0, :]
 
 
-def timed_methods(triton_attention, triton_split, partitions: list[int]) -> dict:
+def timed_methods(triton_attention, triton_split, partitions: list[int], blocks_per_step: list[int]) -> dict:
     """Name -> function of a case. ``triton_paged`` is the public call (argument checks included:
     they copy the tables to the host and wait for the GPU); ``triton_kernel`` the launch alone;
     ``triton_split_P`` the partitioned kernel and its merge, partitions of ``P`` tokens, unchecked."""
@@ -108,14 +109,15 @@ def timed_methods(triton_attention, triton_split, partitions: list[int]) -> dict
     def triton_kernel(c):
         return triton_attention._launch_unchecked(*unchecked(c))
 
-    def split(size):
-        return lambda c: triton_split._launch_unchecked(*unchecked(c), size)
+    def split(size, blocks=1):
+        return lambda c: triton_split._launch_unchecked(*unchecked(c), size, blocks_per_step=blocks)
 
     def split_torch_merge(c):  # the A/B of the one-launch merge: the same partials, merged in torch
         return triton_split.merge_partitions(*triton_split._partials(*unchecked(c), partitions[0])).to(c["q"].dtype)
 
     return dict(triton_kernel=triton_kernel, triton_paged=triton_paged,
                 **{f"triton_split_{size}": split(size) for size in partitions},
+                **{f"triton_split_{size}_x{n}": split(size, n) for size in partitions for n in blocks_per_step},
                 **{f"triton_split_{partitions[0]}_torch_merge": split_torch_merge},
                 sdpa_padded=sdpa_padded, sdpa_per_request=sdpa_per_request)
 
@@ -168,6 +170,8 @@ def main() -> None:
     parser.add_argument("--batch-16k", type=int, default=4, help="requests in the 16k case")
     parser.add_argument("--partitions", default="512,256,128",
                         help="partition sizes (tokens) of the partitioned kernel to time, comma-separated")
+    parser.add_argument("--blocks-per-step", default="2,4",
+                        help="blocks per step of the partitioned kernel to time beside one, comma-separated")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -187,7 +191,8 @@ def main() -> None:
     print(f"copy bandwidth (read + write, 1 GiB): {copy_bw / 1e9:.0f} GB/s")
     peak_bw = args.peak_gbs * 1e9 if args.peak_gbs else None
     trace = sharegpt_like(32, seed=args.seed, max_context=4096)
-    methods = timed_methods(triton_attention, triton_split, [int(p) for p in args.partitions.split(",")])
+    methods = timed_methods(triton_attention, triton_split, [int(p) for p in args.partitions.split(",")],
+                            [int(n) for n in args.blocks_per_step.split(",") if n])
     lens = (trace.prompt_len + trace.output_len[:, 0]).tolist()
     run_case("sharegpt", lens, methods, dtype, args.seed, copy_bw, peak_bw)
     run_case("4k", [4096] * args.batch_4k, methods, dtype, args.seed, copy_bw, peak_bw)

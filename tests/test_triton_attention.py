@@ -251,6 +251,35 @@ def test_any_partition_size_gives_the_single_pass_result(tri, partition_blocks):
     torch.testing.assert_close(out, tri.paged_decode_triton(*args), atol=1e-6, rtol=1e-5)
 
 
+@settings(max_examples=15, deadline=None)
+@given(data=st.data(), blocks_per_step=st.sampled_from([2, 4]), block_size=st.sampled_from([1, 3, 4]),
+       partition_blocks=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_several_blocks_per_step_give_the_one_block_result(tri, data, blocks_per_step, block_size, partition_blocks,
+                                                           seed):
+    """A tile of several blocks per step (issue 39): any partition, a partition that is not a whole number of
+    steps, a block size that is not a power of two, table entries past a sequence never read."""
+    from pagedkv_lib.attention.triton_split_decode import paged_decode_triton_split
+    lens = data.draw(st.lists(st.integers(1, 7 * block_size + 1), min_size=1, max_size=4), label="lens")
+    args = make_case(lens=lens, block_size=block_size, num_kv_heads=2, group=4, head_dim=16,
+                     dtype=torch.float32, device=_device(tri), seed=seed, pad_value=10**6)
+    size = partition_blocks * block_size
+    one = paged_decode_triton_split(*args, partition_tokens=size)
+    several = paged_decode_triton_split(*args, partition_tokens=size, blocks_per_step=blocks_per_step)
+    assert_matches_reference(several, args)
+    torch.testing.assert_close(several, one, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("value, error, allowed", [(0, ValueError, ">= 1"), (3, ValueError, "power of two"),
+                                                   (2.0, TypeError, "integer")])
+def test_a_bad_blocks_per_step_is_refused_by_name(tri, value, error, allowed):
+    from pagedkv_lib.attention.triton_split_decode import paged_decode_triton_split
+    args = make_case(lens=[5], block_size=4, num_kv_heads=1, group=1, head_dim=8, dtype=torch.float32,
+                     device=_device(tri))
+    with pytest.raises(error, match="blocks_per_step") as info:
+        paged_decode_triton_split(*args, blocks_per_step=value)
+    assert allowed in str(info.value) and repr(value) in str(info.value), str(info.value)
+
+
 @pytest.mark.parametrize("size, error, allowed", [(0, ValueError, ">= 4"), (6, ValueError, "multiple of the block size 4"),
                                                   (8.0, TypeError, "integer"), (True, TypeError, "integer")])
 def test_a_bad_partition_size_is_refused_by_name(tri, size, error, allowed):

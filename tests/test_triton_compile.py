@@ -50,8 +50,9 @@ CASES_SCRIPT = textwrap.dedent('''
     def single_pass(dtype):
         return [decode_consts(dtype, *shape) for shape in SHAPES]
 
-    def partitioned(dtype):
-        return [dict(decode_consts(dtype, *shape), BLOCKS_PER_PARTITION=32) for shape in SHAPES]
+    def partitioned(dtype):  # one block per step for every shape, and a tile of four blocks for GQA
+        return [dict(decode_consts(dtype, *shape), BLOCKS_PER_PARTITION=32, BLOCKS_PER_STEP=1) for shape in SHAPES] + [
+            dict(decode_consts(dtype, 8, 16, 128), BLOCKS_PER_PARTITION=32, BLOCKS_PER_STEP=4)]
 
     def merge(dtype):
         return [dict(HEAD_DIM=d, PAD_DIM=_padded(d)) for d in (128, 24)]
@@ -93,5 +94,5 @@ def test_every_kernel_compiles_for_the_target(arch):
     lines = result.stdout.splitlines()
     assert not [line for line in lines if line.startswith("NO CASES")], result.stdout
     ok = [line for line in lines if line.startswith("OK")]
-    # Three decode shapes for each of two decode kernels, two head dims for the merge, per dtype.
-    assert len(ok) == (3 + 3 + 2) * len(TARGETS[arch]), result.stdout
+    # Three decode shapes for the single pass, four for the partitioned kernel, two head dims for the merge.
+    assert len(ok) == (3 + 4 + 2) * len(TARGETS[arch]), result.stdout

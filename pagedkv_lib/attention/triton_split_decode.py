@@ -44,9 +44,14 @@ def _paged_decode_partition_kernel(
     stride_tb, stride_tj, stride_len,
     GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
     PAD_GROUP: tl.constexpr, PAD_BLOCK: tl.constexpr, PAD_DIM: tl.constexpr,
-    INPUT_PRECISION: tl.constexpr, BLOCKS_PER_PARTITION: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, BLOCKS_PER_PARTITION: tl.constexpr, BLOCKS_PER_STEP: tl.constexpr,
 ):
     """One program = sequence ``b`` x KV head ``h`` x partition ``p``: blocks ``p*P .. p*P+P-1`` only.
+
+    Each step reads ``BLOCKS_PER_STEP`` blocks as one tile of ``BLOCKS_PER_STEP * PAD_BLOCK`` rows: row
+    ``r`` is slot ``r % PAD_BLOCK`` of the step's block ``r // PAD_BLOCK``, found through the table.
+    With one block per step this is the single-pass kernel's step; more blocks give each load and
+    each ``tl.dot`` a taller tile and the loop fewer turns (what vLLM's and FlashInfer's kernels do).
 
     Writes, per query head of the group, ``m`` and ``l`` to ``[B, H_q, num_partitions]`` and ``acc``
     to ``[B, H_q, num_partitions, D]`` (fp32, contiguous). A partition past the sequence's last block
@@ -58,7 +63,9 @@ def _paged_decode_partition_kernel(
     num_parts = tl.num_programs(2)
 
     g = tl.arange(0, PAD_GROUP)
-    s = tl.arange(0, PAD_BLOCK)
+    r = tl.arange(0, BLOCKS_PER_STEP * PAD_BLOCK)  # a row of the step's tile
+    step_block = r // PAD_BLOCK                    # which of the step's blocks it is in
+    s = r % PAD_BLOCK                              # its slot in that block
     d = tl.arange(0, PAD_DIM)
     g_ok = g < GROUP
     d_ok = d < HEAD_DIM
@@ -75,13 +82,14 @@ def _paged_decode_partition_kernel(
     l = tl.zeros([PAD_GROUP], tl.float32)
     acc = tl.zeros([PAD_GROUP, PAD_DIM], tl.float32)
 
-    for j in range(first, last):  # the single-pass kernel's step, unchanged
-        block_id = tl.load(block_tables_ptr + seq * stride_tb + j * stride_tj).to(tl.int64)
-        slot_ok = (s < BLOCK_SIZE) & (j * BLOCK_SIZE + s < seq_len)
+    for j0 in range(first, last, BLOCKS_PER_STEP):  # the single-pass kernel's step, over a taller tile
+        j = j0 + step_block                              # each row's logical block
+        slot_ok = (s < BLOCK_SIZE) & (j < last) & (j * BLOCK_SIZE + s < seq_len)
+        block_id = tl.load(block_tables_ptr + seq * stride_tb + j * stride_tj, mask=j < last, other=0).to(tl.int64)
         kv_mask = slot_ok[:, None] & d_ok[None, :]
-        k = tl.load(k_ptr + block_id * stride_kn + s[:, None] * stride_ks + kv_head * stride_kh
+        k = tl.load(k_ptr + block_id[:, None] * stride_kn + s[:, None] * stride_ks + kv_head * stride_kh
                     + d[None, :] * stride_kd, mask=kv_mask, other=0.0)
-        v = tl.load(v_ptr + block_id * stride_vn + s[:, None] * stride_vs + kv_head * stride_vh
+        v = tl.load(v_ptr + block_id[:, None] * stride_vn + s[:, None] * stride_vs + kv_head * stride_vh
                     + d[None, :] * stride_vd, mask=kv_mask, other=0.0)
         scores = tl.dot(q, tl.trans(k), input_precision=INPUT_PRECISION) * scale_log2
         scores = tl.where(slot_ok[None, :], scores, float("-inf"))
@@ -142,13 +150,15 @@ def _merge_partitions_kernel(acc_ptr, m_ptr, l_ptr, out_ptr, num_parts,
 def paged_decode_triton_split(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                               block_tables: torch.Tensor, seq_lens: torch.Tensor, *,
                               scale: float | None = None,
-                              partition_tokens: int = VLLM_PARTITION_TOKENS) -> torch.Tensor:
+                              partition_tokens: int = VLLM_PARTITION_TOKENS,
+                              blocks_per_step: int = 1) -> torch.Tensor:
     """:func:`~.triton_decode.paged_decode_triton`, computed in partitions of ``partition_tokens``.
 
     Same arguments, checks, result and tolerances; ``partition_tokens`` must be a positive multiple
     of the block size (a partition holds whole blocks). Partitions per sequence:
     ``ceil(block_tables.shape[1] * S / partition_tokens)``, from the table's width, so the host never
-    waits for ``seq_lens``.
+    waits for ``seq_lens``. ``blocks_per_step`` (a power of two) blocks are read per step of the loop, as
+    one tile; the result is the same for any.
     """
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     scale = check_scale(scale, q.shape[-1])
@@ -157,18 +167,22 @@ def paged_decode_triton_split(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
     if partition_tokens % block_size:
         raise ValueError(f"partition_tokens must be a multiple of the block size {block_size}, "
                          f"got {partition_tokens}")
-    return _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale, partition_tokens)
+    blocks_per_step = check_int("blocks_per_step", blocks_per_step, minimum=1)
+    if blocks_per_step & (blocks_per_step - 1):
+        raise ValueError(f"blocks_per_step must be a power of two (a tile side), got {blocks_per_step}")
+    return _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale, partition_tokens,
+                             blocks_per_step=blocks_per_step)
 
 
 def _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale: float,
-                      partition_tokens: int = VLLM_PARTITION_TOKENS) -> torch.Tensor:
+                      partition_tokens: int = VLLM_PARTITION_TOKENS, *, blocks_per_step: int = 1) -> torch.Tensor:
     """The two steps alone, for arguments :func:`paged_decode_triton_split` would accept: the partition
     kernel, then :func:`merge_partitions` as one Triton launch (in torch it is about nine small kernels)."""
     _check_device_mode(q)
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     if q.shape[0] == 0:
         return out
-    acc, m, l = _partials(q, k_cache, v_cache, block_tables, seq_lens, scale, partition_tokens)
+    acc, m, l = _partials(q, k_cache, v_cache, block_tables, seq_lens, scale, partition_tokens, blocks_per_step)
     batch, num_q_heads, head_dim = q.shape
     _merge_partitions_kernel[(batch, num_q_heads)](acc, m, l, out, m.shape[-1], *out.stride(),
                                                    HEAD_DIM=head_dim, PAD_DIM=_padded(head_dim))
@@ -176,7 +190,7 @@ def _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale: float,
 
 
 def _partials(q, k_cache, v_cache, block_tables, seq_lens, scale: float,
-              partition_tokens: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+              partition_tokens: int, blocks_per_step: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The partition kernel's ``(acc, m, l)``: ``[B, H_q, P, D]``, ``[B, H_q, P]`` and ``[B, H_q, P]``, fp32
     (``B >= 1``; the tensors where the kernel can run: :func:`_launch_unchecked` checks)."""
     batch, num_q_heads, head_dim = q.shape
@@ -194,6 +208,6 @@ def _partials(q, k_cache, v_cache, block_tables, seq_lens, scale: float,
         GROUP=group, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
         PAD_GROUP=_padded(group), PAD_BLOCK=_padded(block_size), PAD_DIM=_padded(head_dim),
         INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        BLOCKS_PER_PARTITION=blocks_per_partition,
+        BLOCKS_PER_PARTITION=blocks_per_partition, BLOCKS_PER_STEP=blocks_per_step,
     )
     return acc, m, l

@@ -52,7 +52,8 @@ class RosterSignUpHandler(SignUpHandler):
 class RosterAuthenticator(NativeAuthenticator):
     """NativeAuthenticator whose sign-up needs the id's code (see the module docstring)."""
 
-    signup_secret = Bytes(help="The hub's sign-up secret (signup_codes.hub_secret); set in jupyterhub_config.py")
+    signup_secret = Bytes(help="The hub's sign-up secret (signup_codes.hub_secret); set in jupyterhub_config.py"
+                          ).tag(config=True)
 
     def get_handlers(self, app):
         return [(path, RosterSignUpHandler if handler is SignUpHandler else handler)

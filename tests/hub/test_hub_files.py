@@ -279,3 +279,10 @@ def test_the_report_counts_the_predictions_of_lessons_handed_in_on_the_hub_witho
     assert "2 committed predictions from 2 learners" in lines and "### q-waste (lessons)" in lines, lines
     assert "ann" not in lines and "bob" not in lines
     assert "ann" in "\n".join(prediction_section(tmp_path, tmp_path / "report", names=True))
+
+
+def test_the_signup_secret_reaches_the_authenticator_from_the_config():
+    """Sign-up compares the typed code with one made from the secret jupyterhub_config.py sets: a trait that
+    config cannot set leaves it empty, and every right code is refused (found in the hub journey)."""
+    from roster_signup import RosterAuthenticator
+    assert "signup_secret" in RosterAuthenticator.class_own_traits(config=True)

@@ -187,6 +187,14 @@ def _owned_by(uids: set[int]) -> list[int]:
     return [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and _uid(e) in uids]
 
 
+def _cgroups(pid: int) -> str:
+    """The cgroups of process ``pid`` as /proc lists them ("" for a process gone meanwhile)."""
+    try:
+        return Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return ""
+
+
 def _outliving(uids: set[int], grace_s: float = 30.0) -> list[int]:
     """Processes of ``uids`` still there after ``grace_s`` seconds: a server's kernels and their sandboxes
     take a moment to die after the hub's SIGTERM, longer on a loaded machine; one that stays is a leftover."""
@@ -362,6 +370,10 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
             user.wait_for_lab()
         teacher.shot("01-instructor-lab")
         step("3 sign-ups, log-ins and server starts")
+        for name in (LEARNER1, LEARNER2):   # attack 7's defence: each learner's server runs inside its own cgroups
+            pids = _owned_by({pwd.getpwnam(name).pw_uid})
+            outside = [p for p in pids if (cg := _cgroups(p)) and f"/pagedkv-{name}" not in cg]
+            assert pids and not outside, (name, pids, outside)
         hub["seen"] |= _descendants(hub["make"].pid)
 
         # 1. the instructor releases ps2_math from formgrader
@@ -457,11 +469,28 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         assert kernel["pagedkv_lib"].startswith(str(runtime / "lib")) and kernel["grader"] is None, kernel
         step("roles and permission checks")
 
+        # attacks 1 and 2, as learner2 (their uid, as from their terminal): a later hand-in named for learner1, with a
+        # secret of their choosing, and a link to the instructor's solutions named as their own later hand-in
+        later = "2099-01-01 00:00:00.000000 UTC"
+        forge = (f"import os, shutil\nd = {str(inbound)!r} + '/{LEARNER1}+{ASSIGNMENT}+{later}+forged'\nos.mkdir(d)\n"
+                 f"import sys\nopen(d + '/{ASSIGNMENT}.ipynb', 'w').write(sys.stdin.read())\n"
+                 "open(d + '/timestamp.txt', 'w').write('" + later + "')\nopen(d + '/submission_secret.txt', 'w').write('chosen')\n"
+                 f"os.symlink({str(course / 'solutions' / ASSIGNMENT)!r}, {str(inbound)!r} + '/{LEARNER2}+{ASSIGNMENT}+{later}+link')\n")
+        made = subprocess.run(["runuser", "-u", LEARNER2, "--", "/usr/bin/python3", "-c", forge], capture_output=True,
+                              text=True, input=json.dumps(released), cwd="/")   # the blank release: 0 points
+        assert made.returncode == 0, made.stderr
+
         # 4. the instructor collects (formgrader), grades with the course's make targets (terminal), releases feedback
-        formgrader_click(teacher, "collect")
+        said = formgrader_click(teacher, "collect", modal="#error-modal")   # the others collected, the forgeries named
+        assert f"names {LEARNER1} but is owned by {LEARNER2}" in said and "symbolic link" in said, said[:3000]
         teacher.shot("07-formgrader-collected")
         assert sorted(p.name for p in (course / "submitted").iterdir()) == [LEARNER1, LEARNER2]
         step("collect from formgrader")
+        # the instructor's terminal opens in the course, with the course's nbgrader on PATH
+        # and after a git pull that touched pyproject.toml, make uses the course's venv (root's) as it is
+        run_in_terminal(teacher, course, f'test "$(pwd -P)" = "{course.resolve()}" && command -v nbgrader | '
+                        f'grep -qx "{course}/.venv/bin/nbgrader" && touch pyproject.toml && ! (make -n autograde | '
+                        "grep -q 'pip install')", "08-instructor-terminal", timeout=60, cd=False)
         run_in_terminal(teacher, course, "make collect-lessons autograde feedback report", "08-instructor-grading")
         handed_in = course / "submitted-lessons" / LEARNER1 / "lessons" / "01_intuition.ipynb"
         assert handed_in.exists(), sorted(p.name for p in (course / "submitted-lessons").rglob("*"))
@@ -515,6 +544,13 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         assert not (home / "gradebook.db").exists(), "formgrader made a second gradebook in the instructor's home"
         step("written answers graded in formgrader, make export")
         hub["journey_s"] = time.monotonic() - hub["started"]
+        # the instructor opens formgrader from the Nbgrader menu: it shows in its frame, not a refused blank one
+        teacher.page.goto(teacher.url("lab"))
+        teacher.page.wait_for_selector(".jp-LabShell")
+        menu(teacher.page, "Nbgrader", "Formgrader")
+        framed = teacher.page.frame_locator("#formgrader-iframe")
+        expect(framed.locator(f"td.name:has-text('{ASSIGNMENT}')").first).to_be_visible(timeout=60_000)
+        teacher.shot("12-formgrader-from-the-menu")
         (SHOTS / "timings.json").write_text(json.dumps({"total_s": hub["journey_s"], "load_1min": os.getloadavg()[0],
                                                         "steps_s": steps}, indent=1))
         hub["seen"] |= _descendants(hub["make"].pid)
@@ -619,20 +655,23 @@ def row(panel, assignment: str):
     return panel.locator(".list_item").filter(has_text=assignment)
 
 
-def formgrader_click(user: HubUser, action: str) -> None:
-    """On formgrader's Manage Assignments page, press ``action`` (release, collect, release-feedback) for the set."""
+def formgrader_click(user: HubUser, action: str, modal: str = "#success-modal") -> str:
+    """On formgrader's Manage Assignments page, press ``action`` (release, collect, release-feedback) for the set;
+    assert that ``modal`` answers, and return its text."""
     page = user.page
     page.goto(user.url("formgrader"))
     row = page.locator(f"tr:has(td.name:has-text('{ASSIGNMENT}'))").first
     row.locator(f"td.{action} a").click(timeout=60_000)
-    modal = page.locator("#success-modal, #error-modal").first
+    modal_id, modal = modal, page.locator("#success-modal, #error-modal").first
     modal.wait_for(timeout=180_000)
     text = modal.inner_text()
-    assert modal.get_attribute("id") == "success-modal", text[:3000]
+    assert modal.get_attribute("id") == modal_id.lstrip("#"), text[:3000]
+    return text
 
 
-def run_in_terminal(user: HubUser, cwd: Path, command: str, shot: str, timeout: float = 400) -> None:
-    """Type ``command`` into a new JupyterLab terminal of ``user``; wait for it to finish; assert it succeeded."""
+def run_in_terminal(user: HubUser, cwd: Path, command: str, shot: str, timeout: float = 400, cd: bool = True) -> None:
+    """Type ``command`` into a new JupyterLab terminal of ``user`` (after ``cd cwd`` unless not ``cd``: then it
+    runs where the terminal opened); wait for it to finish; assert it succeeded."""
     page, rc, log = user.page, cwd / ".hub-test.rc", cwd / ".hub-test.log"
     rc.unlink(missing_ok=True)   # an earlier command's exit status must not read as this one's
     page.goto(user.url(f"lab/workspaces/t{uuid.uuid4().hex[:12]}"))
@@ -643,12 +682,12 @@ def run_in_terminal(user: HubUser, cwd: Path, command: str, shot: str, timeout: 
     term.wait_for()
     page.wait_for_timeout(1500)
     term.click()
-    page.keyboard.type(f"cd {cwd} && ({command}) > {log.name} 2>&1; echo $? > {rc.name}\n")
+    page.keyboard.type(f"{f'cd {cwd} && ' if cd else ''}({command}) > {log} 2>&1; echo $? > {rc}\n")
     deadline = time.monotonic() + timeout
     while not rc.exists() or not rc.read_text().strip():
         assert time.monotonic() < deadline, f"{command} did not finish in {timeout:.0f} s"
         page.wait_for_timeout(1000)
-    page.keyboard.type(f"tail -n 25 {log.name}\n")
+    page.keyboard.type(f"tail -n 25 {log}\n")
     page.wait_for_timeout(1000)
     user.shot(shot)
     assert rc.read_text().strip() == "0", log.read_text()[-4000:]

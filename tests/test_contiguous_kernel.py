@@ -33,7 +33,7 @@ pytestmark = pytest.mark.xdist_group("numba")
 
 @pytest.fixture(scope="module")
 def kernels():
-    pytest.importorskip("numba", reason="numba is not installed: pip install 'pagedkv_lib[fast]'")
+    pytest.importorskip("numba", reason="numba is not installed: python -m pip install numba")
     assert CD.contiguous_kernel_unavailable() is None and FD.kernel_unavailable() is None
 
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.xdist_group("numba")
 @pytest.fixture(scope="module")
 def na():
     """The module under test, its compiled kernel ready (the tests below would pass on the fallback too)."""
-    pytest.importorskip("numba", reason="numba is not installed: pip install 'pagedkv_lib[fast]'")
+    pytest.importorskip("numba", reason="numba is not installed: python -m pip install numba")
     for dtype in (torch.float32, torch.float16):
         assert FD.kernel_unavailable(dtype) is None
     return FD

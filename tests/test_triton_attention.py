@@ -414,17 +414,18 @@ def test_the_import_scan_sees_triton_imports():
     assert {"triton.language", "triton", ".triton_decode", ".triton_decode.paged_decode_triton"} <= found
 
 
-def test_the_lessons_gpu_measurement_times_every_row_and_judges_its_own_table(tri):
-    """Lesson 03's GPU path, run here with the Triton rows in the interpreter (fp32: its bf16 dot is wrong,
-    and fp16 needs no GPU to be checked): every row agrees before timing, the copy bounds no copy, and the
-    gate's pair is the faster Triton row over the faster SDPA row of the table the learner sees."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_the_lessons_gpu_measurement_times_every_row_and_judges_its_own_table(tri, dtype):
+    """Lesson 03's GPU path, run here with the Triton rows in the interpreter (fp16 as on a T4, and fp32):
+    every row agrees with fp32 attention before timing, the copy bounds no copy, and the gate's pair is the
+    faster Triton row over the faster SDPA row of the table the learner sees."""
     from pagedkv_lib.kernels.gpu_timing import GPU_ROWS, gpu_pair, measure_gpu_decode_speed
     from pagedkv_lib.lesson import speed_table as ST
     speed = measure_gpu_decode_speed([48, 16, 32], num_kv_heads=2, group=2, head_dim=16, repeats=3,
-                                     device=_device(tri), dtype=torch.float32, calls=1)
+                                     device=_device(tri), dtype=dtype, calls=1)
     assert list(speed.seconds) == list(GPU_ROWS) and speed.kernel_missing is None
     assert all(len(speed.rounds[key]) == 3 for key in GPU_ROWS)
     assert speed.paging_pair() == gpu_pair(speed.seconds) and speed.share_of_bound("copy") <= 1 + 1e-12
-    assert speed.read_bytes == 2 * 96 * 2 * 16 * 4 and speed.moved_bytes["copy"] == 2 * speed.read_bytes
+    assert speed.read_bytes == 2 * 96 * 2 * 16 * dtype.itemsize and speed.moved_bytes["copy"] == 2 * speed.read_bytes
     table, _ = ST.paging_reveal(speed)
     assert all(f"| {name} |" in table for name in GPU_ROWS.values())

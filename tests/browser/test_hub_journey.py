@@ -548,7 +548,7 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         teacher.page.goto(teacher.url("lab"))
         teacher.page.wait_for_selector(".jp-LabShell")
         menu(teacher.page, "Nbgrader", "Formgrader")
-        framed = teacher.page.frame_locator("#formgrader-iframe")
+        framed = teacher.page.frame_locator("#formgrader-iframe iframe")
         expect(framed.locator(f"td.name:has-text('{ASSIGNMENT}')").first).to_be_visible(timeout=60_000)
         teacher.shot("12-formgrader-from-the-menu")
         (SHOTS / "timings.json").write_text(json.dumps({"total_s": hub["journey_s"], "load_1min": os.getloadavg()[0],

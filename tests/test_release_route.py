@@ -251,6 +251,8 @@ def test_on_a_colab_stand_in_the_releases_setup_cell_installs_the_wheel_and_ever
     start = time.monotonic()
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=clean_env())
     runtime = [f"torch=={release_tool.torch_pin(REPO)}", "numpy", "matplotlib", "ipykernel", "nbclient", *colab_pins()]
+    index = UNREACHABLE_HERE.split()[-1]
+    runtime += ["--extra-index-url", index] if reachable(index) else []   # the CPU build, as here, not CUDA's GBs
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *runtime], check=True, env=clean_env(),
                    timeout=1800)
     installed = time.monotonic() - start

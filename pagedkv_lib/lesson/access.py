@@ -25,6 +25,8 @@ import html
 import itertools
 
 CONTROL = "pagedkv-control"
+HOOK = "pagedkv-hook"
+"""Class of the hook's image (a carrier of the script, not a figure)."""
 LIVE = "pagedkv-live"
 VERDICT = "pagedkv-verdict"
 COMMITTED = "pagedkv-committed"
@@ -144,7 +146,7 @@ def hook():
     """An HTML widget that runs :func:`script` where it is drawn (it draws nothing itself)."""
     import ipywidgets as w
     source = html.escape(script(), quote=True)
-    return w.HTML(f'<img src="data:," alt="" onerror="{source}">', layout=w.Layout(display="none"))
+    return w.HTML(f'<img class="{HOOK}" src="data:," alt="" onerror="{source}">', layout=w.Layout(display="none"))
 
 
 def control(box):

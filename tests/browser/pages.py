@@ -12,8 +12,9 @@ import time
 
 
 def images_js(output: str) -> str:
-    """JS for ``root.evaluate``: is every <img> of an output decoded, not blank (pixels vary), not clipped?"""
-    return """(root) => [...root.querySelectorAll('OUT img')].map((img) => {
+    """JS for ``root.evaluate``: is every <img> of an output decoded, not blank (pixels vary), not clipped?
+    (The course controls' script carrier, ``img.pagedkv-hook``, is no figure.)"""
+    return """(root) => [...root.querySelectorAll('OUT img:not(.pagedkv-hook)')].map((img) => {
   const c = document.createElement('canvas');
   const w = Math.min(img.naturalWidth, 400), h = Math.min(img.naturalHeight, 400);
   c.width = w; c.height = h;

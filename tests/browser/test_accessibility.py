@@ -5,8 +5,8 @@
   feedback page and the class report from a real (small) grading run, and the hub's sign-up page: no
   serious or critical axe violation outside :data:`axe_check.UPSTREAM` (JupyterLab's and JupyterHub's
   own parts, each listed with its upstream issue); those are written to ``artifacts/browser/axe/``.
-* One gate, one practice and the allocation lab, done with Tab, Shift+Tab, arrows, Space and Enter
-  only; every control on the way has an accessible name.
+* The keyboard alone and what a screen reader is told: test_keyboard_and_screen_reader.py (every kind of
+  control) and the lessons' journeys in test_lessons_in_lab.py, with the steps in keyboard.py.
 
 Screenshots land in ``artifacts/browser/<test>/``.
 """
@@ -16,8 +16,8 @@ import pytest
 
 from .browser_server import REPO
 from . import axe_check
-from .jlab import open_notebook, run_all, wait_idle
-from .pages import expect, gate_boxes
+from .jlab import open_notebook
+from .pages import expect
 
 pytestmark = [pytest.mark.long, pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
@@ -70,6 +70,9 @@ def test_a_feedback_page_with_failures(graded_class, page):
     page.goto(feedback.as_uri())
     expect(page.locator("body")).to_contain_text("Rounding down")
     page.screenshot(path=str(page.shots / "feedback.png"), full_page=True)
+    levels = page.locator("h1, h2, h3, h4, h5, h6").evaluate_all("(hs) => hs.map((h) => +h.tagName[1])")
+    assert levels[0] == 1, f"the page's first heading is an H{levels[0]}, not its H1 (the score)"
+    assert all(b <= a + 1 for a, b in zip(levels, levels[1:])), f"a heading level is skipped: {levels}"
     axe_check.assert_no_violations(page, "feedback-page")
 
 
@@ -126,118 +129,3 @@ def test_the_hub_sign_up_page_with_the_course_message(page, tmp_path, on_roster)
     found = axe_check.course_violations(page, "hub-signup", SIGNUP_UPSTREAM)
     axe_check.upstream_violations(page, "hub-signup", found)
     assert not found, axe_check.summary(found)
-
-
-# ---------------------------------------------------------------------- the keyboard alone
-
-FOCUSED_JS = """() => {
-  const el = document.activeElement;
-  axe.setup();
-  const name = axe.commons.text.accessibleTextVirtual(axe.utils.getNodeFromTree(el));
-  axe.teardown();
-  return {tag: el.tagName.toLowerCase(), type: el.type || '', role: el.getAttribute('role') || '', name: name.trim(),
-          widget: !!el.closest('.jupyter-widgets, .widget-output'),
-          text: (el.value !== undefined ? String(el.value) : el.innerText || '').slice(0, 60)};
-}"""
-
-
-class Keyboard:
-    """Tab through the page with the keyboard, recording each focused control's accessible name
-    (computed by axe-core, as a screen reader would read it)."""
-
-    def __init__(self, page):
-        from axe_playwright_python.base import AXE_SCRIPT
-        self.page, self.seen = page, []
-        page.evaluate(AXE_SCRIPT)
-
-    def focused(self) -> dict:
-        return self.page.evaluate(FOCUSED_JS)
-
-    def press(self, key: str) -> dict:
-        self.page.keyboard.press(key)
-        now = self.focused()
-        if now["widget"]:
-            self.seen.append(now)
-        return now
-
-    def tab_to(self, box, want: str, limit: int = 80) -> dict:
-        """Press Tab until focus is on a control inside ``box`` whose tag/type/role/name says ``want``."""
-        for _ in range(limit):
-            now = self.press("Tab")
-            inside = box.evaluate("(b) => b.contains(document.activeElement)")
-            if inside and want in " ".join((now["tag"], now["type"], now["role"], now["name"])):
-                return now
-        raise AssertionError(f"{limit} Tabs did not reach {want!r} in the box; focus went through "
-                             f"{[(s['tag'], s['name']) for s in self.seen[-limit:]]}")
-
-
-def test_a_gate_a_practice_and_the_lab_by_keyboard_alone(lab, page):
-    """On the Demo lesson: the opening gate, the fork practice and the allocation lab, each driven with
-    Tab, arrows, Space and Enter only, starting from the cell above them (where JupyterLab's own arrow
-    keys leave focus). Every control focused on the way has an accessible name."""
-    notebook = open_notebook(page, lab, "notebooks/04_demo.ipynb")
-    run_all(page, notebook)
-    keys = Keyboard(page)
-
-    def start_at(box):
-        """Focus the notebook cell that holds ``box``, as JupyterLab's command mode does (Escape, arrows)."""
-        box.scroll_into_view_if_needed()
-        box.locator("xpath=ancestor::div[contains(@class, 'jp-Cell')][1]").evaluate("(c) => c.focus()")
-
-    # one gate: the lesson's opening prediction (choices)
-    gate = gate_boxes(notebook).filter(has_text="A server stops reserving").first
-    start_at(gate)
-    first = keys.tab_to(gate, "radio")
-    keys.press("Space")                              # choose the focused choice
-    keys.press("ArrowDown")                          # and move to the next one: arrows choose in a radio group
-    chosen = gate.locator("input[type='radio']:checked").evaluate("(r) => r.parentElement.innerText")
-    keys.tab_to(gate, "Commit")
-    keys.press("Enter")
-    expect(gate).to_contain_text(f"You predicted {chosen.strip()}")
-    gate.scroll_into_view_if_needed()
-    page.screenshot(path=str(page.shots / "01-gate-by-keyboard.png"))
-    assert first["name"], first
-
-    # one practice: type a value, Check, then ask for a hint
-    practice = notebook.locator(".widget-vbox:has(> .widget-hbox > button:text-is('Check'))").first
-    start_at(practice)
-    keys.tab_to(practice, "input")
-    page.keyboard.type("1")
-    keys.tab_to(practice, "Check")
-    keys.press("Space")
-    feedback = practice.locator(".widget-html").nth(-2)
-    expect(practice).not_to_contain_text("Type a value to check it")
-    expect(feedback).not_to_be_empty()
-    keys.tab_to(practice, "Hint")
-    keys.press("Enter")
-    expect(practice.locator("ol li").first).to_be_visible()
-    practice.scroll_into_view_if_needed()
-    page.screenshot(path=str(page.shots / "02-practice-by-keyboard.png"))
-
-    # the lab: another trace by its first letter, block size 8 typed, sharing off with Space, then its gate
-    the_lab = notebook.locator(".widget-vbox:has(> .widget-dropdown):has(> .widget-text)").first
-    start_at(the_lab)
-    keys.tab_to(the_lab, "select")
-    keys.press("p")                                  # a closed list picks the option its first letter names
-    expect(gate_boxes(the_lab)).to_contain_text("parallel sampling, S = 16")
-    keys.tab_to(the_lab, "block size")
-    page.keyboard.press("Control+A")
-    page.keyboard.type("8")
-    keys.press("Enter")
-    expect(gate_boxes(the_lab)).to_contain_text("parallel sampling, S = 8, sharing on")
-    keys.tab_to(the_lab, "checkbox")
-    keys.press("Space")
-    expect(gate_boxes(the_lab)).to_contain_text("parallel sampling, S = 8, sharing off")
-    lab_gate = gate_boxes(the_lab)
-    keys.tab_to(lab_gate, "radio")
-    keys.press("Space")
-    keys.tab_to(lab_gate, "Commit")
-    keys.press("Enter")
-    expect(lab_gate).to_contain_text("You predicted")
-    wait_idle(page)
-    the_lab.scroll_into_view_if_needed()
-    page.screenshot(path=str(page.shots / "03-lab-by-keyboard.png"))
-
-    unnamed = [s for s in keys.seen if not s["name"]]
-    assert not unnamed, f"controls without an accessible name: {unnamed}"
-    assert len({s["name"] for s in keys.seen}) >= 8, keys.seen

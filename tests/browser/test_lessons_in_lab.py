@@ -15,6 +15,7 @@ from . import axe_check, jlab
 from .jlab import (CUT_LINES_JS, commit_every_gate, error_outputs, menu, open_notebook, prompts, run_all, screenshots,
                    wait_idle)
 from .pages import expect
+from .keyboard import Learner, gate_by_keyboard, list_by_keyboard, practice_by_keyboard
 from .pages import check_gate, check_images, commit_first_choice, gate_boxes, saved_records
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
@@ -29,9 +30,11 @@ GATE_JOURNEYS = ("02_math.ipynb", "04_demo.ipynb")
 @pytest.mark.parametrize("name", LESSONS)
 def test_each_lesson_after_one_run_all_renders_its_gates_hide_their_reveals_and_axe_passes(
         lab, every_cell_drawn, page, name):
-    """One Run All per lesson, every cell drawn, serves three checks in turn on the same page: every output
-    renders; each gate hides its reveal until the commit and refuses a second (02, 04); with every gate
-    committed, axe-core finds no serious or critical WCAG 2.1 AA violation in what the course draws."""
+    """One Run All per lesson, every cell drawn, serves four checks in turn on the same page: every output
+    renders; one gate, one practice (with a hint) and one list work by keyboard alone, no key reaching the
+    notebook (:mod:`keyboard`); each gate hides its reveal until the commit and refuses a second (02, 04);
+    with every gate committed, axe-core finds no serious or critical WCAG 2.1 AA violation in what the
+    course draws, colour contrast included."""
     notebook = open_notebook(page, lab, f"notebooks/{name}")
     page.screenshot(path=str(page.shots / "00-opened.png"))
     run_all(page, notebook)
@@ -46,13 +49,24 @@ def test_each_lesson_after_one_run_all_renders_its_gates_hide_their_reveals_and_
     check_images(notebook, jlab.OUTPUT)
     assert notebook.evaluate(CUT_LINES_JS) == [], "code lines cut off at the window edge"
 
+    # the keyboard alone: one gate, one practice with a hint, one list; the cells unchanged after every key
+    learner = Learner(page, notebook)
+    choice_gates = gate_boxes(notebook).filter(has=page.locator("input[type='radio']"))
+    if choice_gates.count():
+        gate_by_keyboard(page, learner, choice_gates.first)
+    practice_by_keyboard(page, learner, notebook.locator(".pagedkv-control:has(button:text-is('Check'))").first)
+    list_by_keyboard(page, learner, notebook.locator(".pagedkv-control:has(> .widget-dropdown)").first)
+    wait_idle(page)
+    page.screenshot(path=str(page.shots / "keyboard-journey.png"))
+
     # the gates: no reveal before the commit, the reveal after it, a second commit refused
     gates = gate_boxes(notebook)
     assert gates.count() >= 1 or name == "03_code.ipynb"
     if name in GATE_JOURNEYS:
         assert gates.count() >= 1
         for k in range(gates.count()):
-            check_gate(page, notebook, gates.nth(k), f"gate{k}", jlab.REVEAL, wait_idle)
+            if not gates.nth(k).locator("button:text-is('Commit')").is_disabled():   # not the keyboard's
+                check_gate(page, notebook, gates.nth(k), f"gate{k}", jlab.REVEAL, wait_idle)
 
     # WCAG 2.1 AA with every gate committed
     commit_every_gate(page, notebook)

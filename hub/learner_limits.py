@@ -13,7 +13,10 @@ file system).
 """
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,13 +78,26 @@ def bound(user: str, pid: int, bounds: Bounds) -> dict[str, Path]:
     return groups
 
 
-def release(user: str) -> None:
-    """Remove ``user``'s groups once empty (after their server stopped); a busy one is left."""
+def release(user: str, wait_s: float = 10.0) -> list[Path]:
+    """Remove ``user``'s groups after their server stopped: what it left running in them (a dying kernel, a
+    forked child) is killed, then each group is removed once empty, waiting up to ``wait_s`` seconds.
+    Returns the groups still there."""
+    left = []
     for folder in user_groups(user).values():
-        try:
-            folder.rmdir()
-        except OSError:
-            pass
+        deadline = time.monotonic() + wait_s
+        while folder.exists():
+            try:
+                for pid in (folder / "cgroup.procs").read_text().split():
+                    os.kill(int(pid), signal.SIGKILL)
+                folder.rmdir()
+            except (ProcessLookupError, FileNotFoundError):
+                continue
+            except OSError:
+                if time.monotonic() > deadline:
+                    left.append(folder)
+                    break
+                time.sleep(0.1)
+    return left
 
 
 class LimitedSpawner(LocalProcessSpawner):
@@ -107,5 +123,7 @@ class LimitedSpawner(LocalProcessSpawner):
 
     async def stop(self, now=False):
         await super().stop(now=now)
-        if self.bounded:
-            release(self.user.name)
+        if self.bounded:   # in a thread: it may wait for the server's last processes to go
+            left = await asyncio.to_thread(release, self.user.name)
+            if left:
+                self.log.warning("cgroups of %s still busy, left in place: %s", self.user.name, left)

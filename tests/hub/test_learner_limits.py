@@ -42,8 +42,9 @@ def learner():
     name = f"pkvlim{secrets.token_hex(3)}"
     subprocess.run(["useradd", "--no-create-home", "--user-group", name], check=True)
     yield name
-    release(name)
+    left = release(name)
     subprocess.run(["userdel", name], check=False)
+    assert left == [] and not any(p.exists() for p in user_groups(name).values()), left
 
 
 def _bounded_run(user: str, code: str, bounds: Bounds) -> subprocess.CompletedProcess:

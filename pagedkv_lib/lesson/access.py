@@ -11,7 +11,8 @@ attributes and behaviour:
   :data:`FOCUS_RING` (6.9:1 on white), and it reflows at 320 CSS px (long lines wrap, boxes shrink).
 * :func:`name_by`: a radio group becomes ``role="radiogroup"`` named by its question; radios share a
   ``name``, so the group is one Tab stop and the arrow keys move within it (the browser's own radio
-  group), and each says its place ("2 of 4"). A text box, text area or list is named by the widgets given (``aria-labelledby``).
+  group), and each says its place ("2 of 4"); where ipywidgets 7 redraws the radios on a choice, focus
+  goes back to the chosen one. A text box, text area or list is named by the widgets given (``aria-labelledby``).
 * :func:`announcer` and :func:`verdict`: polite live regions (``role="status"``); a verdict also
   takes the focus once, when its gate's commit is made from its own controls.
 
@@ -58,10 +59,23 @@ if (window.pagedkvAccess) { window.pagedkvAccess.pass(); return; }
 var uid = 0, pending = false;
 function idOf(el) { if (!el.id) { el.id = 'pagedkv-a11y-' + (++uid); } return el.id; }
 function keyboardManager() { return window.Jupyter && window.Jupyter.keyboard_manager; }
-function focusIn() { var km = keyboardManager(); if (km) { km.disable(); } }
+var lastGroup = null;   // the radio group focus was in: ipywidgets 7 redraws its radios on a choice
+function focusIn(e) {
+  var km = keyboardManager();
+  if (km) { km.disable(); }
+  if (e.target.type === 'radio') { lastGroup = e.target.closest('.widget-radio-box'); }
+}
 function focusOut(e) {
   var km = keyboardManager();
   if (km && !(e.relatedTarget && this.contains(e.relatedTarget))) { km.enable(); }
+  if (e.relatedTarget && lastGroup && !lastGroup.contains(e.relatedTarget)) { lastGroup = null; }
+}
+function keepFocus() {
+  var now = document.activeElement;
+  if (lastGroup && lastGroup.isConnected && (!now || now === document.body)) {
+    var chosen = lastGroup.querySelector('input[type=radio]:checked');
+    if (chosen) { chosen.focus(); }
+  }
 }
 function byNumber(el) {
   for (var i = 0; i < el.classList.length; i++) {
@@ -125,6 +139,7 @@ function pass() {
     el.setAttribute('aria-atomic', 'true');
   });
   document.querySelectorAll('.VERDICT').forEach(verdict);
+  keepFocus();
 }
 function later() { if (!pending) { pending = true; setTimeout(pass, 0); } }
 new MutationObserver(later).observe(document.body, {childList: true, subtree: true, attributes: true,

@@ -78,10 +78,11 @@ class Learner:
 
 
 def start_at(box) -> None:
-    """Focus the notebook cell that holds ``box`` (as JupyterLab's command mode or a click on the cell does)."""
+    """Focus the notebook cell that holds ``box`` (as JupyterLab's command mode does), or in the classic
+    notebook its output area: a Tab from a classic cell lands in its code editor, where Tab completes code."""
     box.scroll_into_view_if_needed()
-    box.evaluate("""(b) => { const c = b.closest('.jp-Cell, .cell'); c.setAttribute('tabindex', c.getAttribute('tabindex') || '-1');
-                             c.focus(); }""")
+    box.evaluate("""(b) => { const c = b.closest('.jp-Cell') || b.closest('.output_wrapper');
+                             c.setAttribute('tabindex', c.getAttribute('tabindex') || '-1'); c.focus(); }""")
 
 
 def ax_node(page, element) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from . import classic
+from .keyboard import Learner, gate_by_keyboard, list_by_keyboard, practice_by_keyboard
 from .pages import check_gate, check_images, expect, gate_boxes, saved_records
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
@@ -46,13 +47,22 @@ def test_the_demo_lesson_gates_in_the_classic_notebook(classic_server, page):
     assert gates.count() == 7, (f"expected the lens's, the lab's, the simulator's and today's engines' four gates; "
                                 f"page errors: {problems[:5]}")
     expect(gates.nth(1)).to_contain_text("A1-A3 batch, S = 16")   # the lab's gate comes after the lens
-    for k in range(gates.count()):
+    # the keyboard alone (ipywidgets 7.7.1): the lens's gate, the practice with a hint, the lab's list; the
+    # notebook's cells unchanged after every key (the keyboard manager pauses inside a course control)
+    learner = Learner(page, notebook)
+    gate_by_keyboard(page, learner, gates.first)
+    practice_by_keyboard(page, learner, notebook.locator(".pagedkv-control:has(button:text-is('Check'))").first)
+    list_by_keyboard(page, learner, notebook.locator(".pagedkv-control:has(> .widget-dropdown)").first)
+    classic.wait_idle(page)
+    page.screenshot(path=str(page.shots / "01-keyboard-journey.png"))
+    gates = gate_boxes(notebook)   # the lab's gate was rebuilt by the keys on its list
+    for k in range(1, gates.count()):   # the first was committed by keyboard
         revealed = check_gate(page, notebook, gates.nth(k), f"{2 + k:02d}-gate{k}", classic.REVEAL,
                               classic.wait_idle)
         assert len(revealed) >= 2, f"gate {k} revealed only its verdict: {revealed}"
     # each click's commit is saved with the notebook (an output the click filled in the gate's cell)
     page.evaluate("Jupyter.notebook.save_notebook()")
     path = classic_server.root / "notebooks" / "04_demo.ipynb"
-    saved = [r["gate"] for r in saved_records(path, min_count=7)]
-    assert sorted(saved) == ["lab-effect", "lens-04", "q-chunking", "q-cpu-tier", "q-preempt",
+    saved = [r["gate"] for r in saved_records(path, min_count=8)]   # and the keyboard's practice's first try
+    assert sorted(saved) == ["lab-effect", "lens-04", "p-fork-blocks", "q-chunking", "q-cpu-tier", "q-preempt",
                              "q-served-preempt", "sim-batch"], saved

@@ -16,6 +16,7 @@ import pytest
 
 from pagedkv_lib import course
 from pagedkv_lib.course.instructor.course_layout import run_nbgrader
+import classroom
 from conftest import REPO
 from psets_kernel import NO_TRITON
 
@@ -152,16 +153,21 @@ def test_pipeline_end_to_end(tmp_path):
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 dst.write_text(json.dumps(notebook), encoding="utf-8")
 
-            solved = json.loads(sol.read_text(encoding="utf-8"))
+            # a learner's hand-in holds the release's cells with the solution's answers typed in; the solution
+            # notebook itself (dave's, with a cell deleted) is the instructor's and is flagged as leaked
+            solution = json.loads(sol.read_text(encoding="utf-8"))
+            released = json.loads(student.read_text(encoding="utf-8"))
+            solved = classroom.answered(released, classroom.solutions_by_cell(solution))
             submit("alice", solved)
-            submit("bob", json.loads(student.read_text(encoding="utf-8")))
+            submit("bob", released)
             submit("carol", _as_colab_download(solved))
-            deleted = dict(solved, cells=[c for c in solved["cells"]
+            deleted = dict(solution, cells=[c for c in solution["cells"]
                                           if c["metadata"].get("nbgrader", {}).get("grade_id") != "q2_tests"])
             submit("dave", deleted)
 
     statuses = {s.student: s for s in course.autograde(root, timeout_s=20, progress=False)}
     assert "cells missing" in statuses["dave"].problems and "q2_tests" in " ".join(statuses["dave"].details)
+    assert "leaked solution" in statuses["dave"].problems
     assert [statuses[s].label for s in ("alice", "bob", "carol")] == ["ok", "ok", "ok"]
 
     rows = list(csv.DictReader((root / "grades.csv").open()))

@@ -16,11 +16,8 @@ from pagedkv_lib.lesson.library_prose import rendered_prose
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0*.ipynb"))
 
-NOT_YET_SCANNED = {
-    # issue 36 item 4, contradiction 3: lesson 03's memory-bound section and its q-paging gate are being rebuilt
-    # by another change (the kernel engineer's); its reveal's 100%, 90% and 1.00x get registered there.
-    ("03_code", "q-paging reveal"),
-}
+NOT_YET_SCANNED: set[tuple[str, str]] = set()
+"""(lesson, where) of library prose the scan skips, each with the reason in a comment; none now."""
 
 
 def _cells(path: Path):

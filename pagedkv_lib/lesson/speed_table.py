@@ -30,6 +30,10 @@ PAGING_CHOICES = ("faster than the contiguous read (under 0.95x its time)",
 RATIO_RANGES = ((0.0, 0.95), (0.95, 1.10), (1.10, 1.50), (1.50, float("inf")))
 """``[low, high)`` of paged-over-contiguous time ratios for each of :data:`PAGING_CHOICES`."""
 
+CONFIDENCE = 0.9
+"""How sure the interval around a measured median ratio is
+(:meth:`~pagedkv_lib.kernels.timing.DecodeSpeed.ratio_interval`)."""
+
 PAPER_KERNEL_SLOWDOWN = cited("kernel-slowdown")
 """Kwon et al., SOSP 2023, section 7.1 and Fig. 18a: the paged attention kernel 20-26% slower than
 FasterTransformer's contiguous kernel (attention operation only, on a GPU), as registered in
@@ -39,21 +43,21 @@ HEADER = ("On this machine, now: {requests} requests, {tokens:,} tokens, {mb:,.1
           "copy bandwidth {gbs:.1f} GB/s; {where}; medians of {repeats} interleaved rounds. "
           "*Bound*: the least time the method's bytes take at that bandwidth, the bandwidth being the faster "
           "of two copies timed in the same rounds (a plain copy of as many bytes, and the copy-only row), so "
-          "no copy passes 100%; a method that only reads can.")
+          "no copy takes less than its bound; a method that only reads can.")
 QUESTION = ("{paged}, next to {contiguous}, reading the same K and V here ({where}), now: how long does the "
             "paged read take?")
 STAND_IN = (" The fused kernels could not run here ({why}), so this asks about torch's two rows, which stand in "
             "for them.")
 PAGING = ("**Paging's cost here:** {paged} took **{ratio:.2f}x** the time of {contiguous}: the median of the "
-          "rounds' ratios, which lies between {q1:.2f}x and {q3:.2f}x with 90% confidence (single rounds ran "
-          "from {low:.2f}x to {high:.2f}x).")
+          "rounds' ratios, which lies between {q1:.2f}x and {q3:.2f}x with {confidence:.0%} confidence (single "
+          "rounds ran from {low:.2f}x to {high:.2f}x).")
 TIED = ("That interval spans a boundary between choices, so this machine's noise cannot tell them apart: "
         "each choice it touches counts as right.")
 ORDER = ("With the same blocks laid out in logical order, the same kernel took {in_order:.2f}x. The step from "
          "the contiguous row to the in-order row is what following the block table costs; the step from the "
          "in-order row to the shuffled row is what jumping between scattered blocks costs.")
-UNMEASURABLE = ("Its 90% interval, {q1:.2f}x to {q3:.2f}x, includes 1.00x: at this machine's noise, following "
-                "the table cost nothing measurable.")
+UNMEASURABLE = ("Its {confidence:.0%} interval, {q1:.2f}x to {q3:.2f}x, includes equal times: at this machine's "
+                "noise, following the table cost nothing measurable.")
 PAPER = ("The paper's GPU kernel took {low:.2f}x to {high:.2f}x the time of FasterTransformer's contiguous "
          "kernel (Kwon et al. 2023, section 7.1, Fig. 18a).")
 TORCH = ("**Torch's paged row** took {gap:.1f} ms more than torch's contiguous row. Copying every block once, "
@@ -96,10 +100,10 @@ def _capital(text: str) -> str:
 
 
 def paging_answer(speed: DecodeSpeed):
-    """The choice the measured ratio falls in; a tuple of choices (each right) where the 90% interval of
-    the median ratio (:meth:`~pagedkv_lib.kernels.timing.DecodeSpeed.ratio_interval`) straddles a
+    """The choice the measured ratio falls in; a tuple of choices (each right) where the :data:`CONFIDENCE`
+    interval of the median ratio (:meth:`~pagedkv_lib.kernels.timing.DecodeSpeed.ratio_interval`) straddles a
     boundary, so that the machine's noise decides no verdict."""
-    low, high = speed.ratio_interval(*speed.paging_pair())
+    low, high = speed.ratio_interval(*speed.paging_pair(), confidence=CONFIDENCE)
     hits = [c for c, (a, b) in zip(PAGING_CHOICES, RATIO_RANGES) if a <= high and low < b]
     return hits[0] if len(hits) == 1 else tuple(hits)
 
@@ -109,16 +113,16 @@ def paging_reveal(speed: DecodeSpeed) -> list[str]:
     paged, contiguous = speed.paging_pair()
     ratios = speed.round_ratios(paged, contiguous)
     s = speed.seconds
-    q1, q3 = speed.ratio_interval(paged, contiguous)
+    q1, q3 = speed.ratio_interval(paged, contiguous, confidence=CONFIDENCE)
     said = [PAGING.format(paged=ROWS[paged], contiguous=ROWS[contiguous], ratio=speed.paging_ratio(),
-                          q1=q1, q3=q3, low=ratios[0], high=ratios[-1])]
+                          q1=q1, q3=q3, low=ratios[0], high=ratios[-1], confidence=CONFIDENCE)]
     if isinstance(paging_answer(speed), tuple):
         said[0] += " " + TIED
     if "fused in order" in s:
         said.append(ORDER.format(in_order=speed.ratio("fused in order", "fused contiguous")))
-        low, high = speed.ratio_interval("fused in order", "fused contiguous")
+        low, high = speed.ratio_interval("fused in order", "fused contiguous", confidence=CONFIDENCE)
         if low <= 1.0 <= high:
-            said[-1] += " " + UNMEASURABLE.format(q1=low, q3=high)
+            said[-1] += " " + UNMEASURABLE.format(q1=low, q3=high, confidence=CONFIDENCE)
     if speed.kernel_missing is None:
         fewest, most = PAPER_KERNEL_SLOWDOWN.values                 # percent slower
         said.append(PAPER.format(low=1 + fewest / 100, high=1 + most / 100))
@@ -143,16 +147,17 @@ def speed_rows(speed: DecodeSpeed, *, spread: bool = False) -> list[str]:
     """A Markdown table's lines: each method's median time (ms), the bound on it (ms), the share of the bound
     it reached, and its time over the contiguous row's (median of the rounds' ratios).
 
-    ``spread`` adds, after each ratio, its 90% interval and the range of single rounds (the benchmark's table).
+    ``spread`` adds, after each ratio, its :data:`CONFIDENCE` interval and the range of single rounds (the
+    benchmark's table).
     """
     contiguous = speed.paging_pair()[1]
-    spread_head = " (90% interval; range of rounds)" if spread else ""
+    spread_head = f" ({CONFIDENCE:.0%} interval; range of rounds)" if spread else ""
     lines = [f"| method | median ms | bound ms | share of the bound | time / {ROWS[contiguous]}, median of rounds"
              f"{spread_head} |", "|---|---:|---:|---:|---:|"]
     for key, seconds in speed.seconds.items():
         ratio = f"{speed.ratio(key, contiguous):.2f}x"
         if spread:
-            (q1, q3), rounds = speed.ratio_interval(key, contiguous), speed.round_ratios(key, contiguous)
+            (q1, q3), rounds = speed.ratio_interval(key, contiguous, CONFIDENCE), speed.round_ratios(key, contiguous)
             ratio += f" ({q1:.2f}-{q3:.2f}; {rounds[0]:.2f}-{rounds[-1]:.2f})"
         lines.append(f"| {ROWS[key]} | {seconds * 1e3:.2f} | {speed.bound_seconds(key) * 1e3:.2f} | "
                      f"{speed.share_of_bound(key):.0%} | {ratio} |")

@@ -24,7 +24,9 @@ Everything else that looks like a number is exempt by one of the narrow rules of
 (section and equation numbers, list markers, names such as ``Llama-3-8B``, a citation's year, the
 constants inside a formula with variables). ``tests/test_lesson_claims.py`` scans the markdown of
 every ``notebooks/0*.ipynb`` and the prose the library renders in it (`library_prose.rendered_prose`:
-reveals, hints, the lens, the learning map, research-room items, live fields left out), and fails on a
+reveals, hints, the lens, the learning map, research-room items, live fields left out; tables' captions
+and headers, figure text and control labels written in the library's modules: `library_prose.module_prose`),
+and fails on a
 number that is none of these (`unaccounted`), on a registered fact whose ``check`` or ``code``
 disagrees with its phrase, or whose phrase or cell is gone (`disagreements`). It never executes a
 notebook: a fact's ``check`` is a plain function.
@@ -190,7 +192,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _CODE = re.compile(r"`[^`]*`")
 _WORD = re.compile(r"[\w.\-'/]+")
 _REFERENCE = re.compile(
-    r"(?:\bEqs?\.|\bFigs?\.|\bFigure|§|\b[Ss]ections?|\b[Ll]essons?|\b[Ss]teps?\b|\bTable|\bps)"
+    r"(?:\bEqs?\.|\bFigs?\.|\bFigure|§|\b[Ss]ections?|\b[Ll]essons?|\b[Ss]teps?\b|\bTable|\bps|\bPCIe)"
     r"\s*(?:\d+(?:\.\d+)?\s*(?:[-–,]|and)?\s*)*$")
 _CITATION_YEAR = re.compile(r"(?:et al\.,?|\b[A-Z]{3,}|\()\s*$")
 _LESSON_NAME = re.compile(r"^0\d_[a-z]")
@@ -199,6 +201,7 @@ _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$", re.S)
 # (S - 1, 2^b, n / 2^b, 2P), a bound 0 before "and S - 1", a count 0, 1, 2, ..., a percentile's name.
 _OPERAND = re.compile(r"(?:(?<![A-Za-z])[A-Za-z]|\))\s*[-+*/^]\s*$")
 _OPERAND_AFTER = re.compile(r"\s*[-+*/^]\s*[A-Za-z](?![A-Za-z])|[A-Z](?![\w])")
+_COMPARED = re.compile(r"(?:[<>=]=?|[≤≥])\s*$")  # "ref count > 1", "at S = 1": a 0 or 1 as a bound or identity
 _BOUND = re.compile(r"(?:,|\s+and|\s+to)\s+[A-Za-z]\s*-\s*1\b")
 _COUNTING = re.compile(r"\b0, 1, 2(?:, 3)?, (?:\.\.\.|…)")
 _PERCENTILE = re.compile(r"(?:st|nd|rd|th) percentile")
@@ -233,14 +236,16 @@ def numbers_in(markdown: str, cell: str = "") -> list[Number]:
 
     Exempt, and nothing else: a heading's leading number (``## 2 · ...``) and an ordered list's
     marker (``3. ``); a number right after a reference word (Eq., Fig., §, section, lesson, Step,
-    Table, ps) and the range or list it starts (``sections 4.1-4.4``); a year (1900-2099) after
+    Table, ps) or a standard's name that its version follows (``PCIe 4.0``) and the range or list it
+    starts (``sections 4.1-4.4``); a year (1900-2099) after
     "et al.", an all-capitals venue (``SOSP 2023``) or "("; a number inside a name that starts with
     a letter (``Llama-3-8B``, ``A1``, ``fp16``) or a lesson's name (``03_code``); a constant inside
     a formula with variables (see `_math_exempt`); a date (``2026-12-01``); a number inside inline
     code that is a call or keyword argument to type (``the_lab.set(block_size=8)``); outside a formula's
     dollars, a constant joined to a one-letter variable by an operator (``S - 1``, ``2^b``, ``2P``), a 0
-    bounding a range that ends at ``S - 1``, the count ``0, 1, 2, ...`` and a percentile's name (``99th
-    percentile``). Numbers written
+    bounding a range that ends at ``S - 1``, the count ``0, 1, 2, ...``, a percentile's name (``99th
+    percentile``) and a 0 or 1 after a comparison or equals sign (``ref count > 1``, ``at S = 1``), a bound
+    or identity as 0 and 1 are in a formula. Numbers written
     as words ("three requests") are not found. Whitespace is collapsed first, so a phrase may wrap
     across lines."""
     text = _prose(markdown)
@@ -263,7 +268,8 @@ def numbers_in(markdown: str, cell: str = "") -> list[Number]:
             continue
         after = text[m.end():m.end() + 16]
         if _OPERAND.search(text[max(0, start - 4):start]) or _OPERAND_AFTER.match(after) \
-                or (value == 0 and _BOUND.match(after)) or _PERCENTILE.match(after):
+                or (value == 0 and _BOUND.match(after)) or _PERCENTILE.match(after) \
+                or (value in (0, 1) and "." not in num and _COMPARED.search(text[max(0, start - 4):start])):
             continue
         if any(c.start() < start < c.end() and re.search(r"\w\(|\w=", c.group()) for c in code):
             continue

@@ -24,8 +24,8 @@ from ..sim.simulate import kv_budget_blocks
 from ..sim.timed_serving import serve_timed
 from .views import widget_bundle
 
-LINKS = {"PCIe 4.0 x16 (31.5 GB/s each way)": pc.PCIE4_X16_BYTES_PER_S,
-         "PCIe 5.0 x16 (64 GB/s each way)": pc.PCIE5_X16_BYTES_PER_S}
+LINKS = {f"PCIe 4.0 x16 ({pc.PCIE4_X16_BYTES_PER_S / 1e9:g} GB/s each way)": pc.PCIE4_X16_BYTES_PER_S,
+         f"PCIe 5.0 x16 ({pc.PCIE5_X16_BYTES_PER_S / 1e9:g} GB/s each way)": pc.PCIE5_X16_BYTES_PER_S}
 """Host links the preemption control offers, by label (bytes/s one way; constants of :mod:`~..sim.preemption_cost`)."""
 
 
@@ -41,9 +41,10 @@ def key_sizes(tokens, block_size: int, hash_fn: str = "sha256") -> list[dict]:
 def wrong_hit_table(cache_blocks=(10**4, 10**6, 10**8), lookups: int = 10**12) -> str:
     """Markdown table: chance of at least one wrong hit in ``lookups`` lookups of uncached blocks,
     for 64-bit and 256-bit keys, at each cache size (blocks)."""
-    rows = [f"| {n:,} | {wrong_hit_probability(n, 64, lookups):.3g} | "
+    short = HASH_BITS["blake2b-64"]
+    rows = [f"| {n:,} | {wrong_hit_probability(n, short, lookups):.3g} | "
             f"{wrong_hit_probability(n, HASH_BITS['sha256'], lookups):.3g} |" for n in cache_blocks]
-    return (f"| cached blocks | wrong-hit chance, 64-bit key | wrong-hit chance, SHA-256 |\n|---|---|---|\n"
+    return (f"| cached blocks | wrong-hit chance, {short}-bit key | wrong-hit chance, SHA-256 |\n|---|---|---|\n"
             + "\n".join(rows) + f"\n\n({lookups:,} lookups of blocks that are not cached.)")
 
 
@@ -149,6 +150,9 @@ def preemption_table(model: str, link_bytes_per_s: float, cross: int) -> str:
                             f"{r['cheaper']} |" for r in preemption_rows(model, link_bytes_per_s))
 
 
+SERVED_BLOCK_SIZE = 16
+"""Tokens per block of the served busy trace (:func:`served_preemption_results`), as vLLM's default."""
+
 SERVED_PREEMPTIONS = {"recompute": dict(preemption="recompute"),
                       "recompute, reusing the blocks still cached": dict(preemption="recompute", prefix_caching=True),
                       "swap": dict(preemption="swap")}
@@ -166,7 +170,7 @@ def served_preemption_results(trace, link_bytes_per_s: float, num_blocks: int,
     """``trace`` served in simulated time (OPT-13B, ``num_blocks`` blocks of 16) each of ``ways`` (names in
     :data:`SERVED_PREEMPTIONS`), a swap using a host area of four times the GPU's blocks over a link of
     ``link_bytes_per_s`` bytes/s each way: each run's :class:`~..sim.timed_serving.TimedResult`, by way."""
-    return {name: serve_timed(trace, num_blocks=num_blocks, cpu_blocks=4 * num_blocks,
+    return {name: serve_timed(trace, num_blocks=num_blocks, block_size=SERVED_BLOCK_SIZE, cpu_blocks=4 * num_blocks,
                               link_bytes_per_s=link_bytes_per_s, **SERVED_PREEMPTIONS[name]) for name in ways}
 
 
@@ -181,8 +185,8 @@ def served_preemption_table(runs: dict[str, dict], requests: int, num_blocks: in
     prefilled again after a preemption, tokens a returning request found still cached, and swaps out."""
     rows = [f"| {name} | {s['makespan_s']:,.1f} | {s['mean_ttft_s']:,.1f} | {s['recomputed_tokens']:,} | "
             f"{s['reused_tokens']:,} | {s['preempted_swap']:,} |" for name, s in runs.items()]
-    return (f"{requests:,} requests, OPT-13B with {num_blocks:,} blocks of 16 tokens; a swap goes to a host "
-            f"area of {4 * num_blocks:,} blocks. Simulated seconds.\n\n"
+    return (f"{requests:,} requests, OPT-13B with {num_blocks:,} blocks of {SERVED_BLOCK_SIZE} tokens; a swap goes "
+            f"to a host area of {4 * num_blocks:,} blocks. Simulated seconds.\n\n"
             "| when blocks run out | all served after (s) | mean time to first token (s) | tokens prefilled again | "
             "tokens found still cached | swaps out |\n|---|---|---|---|---|---|\n" + "\n".join(rows))
 

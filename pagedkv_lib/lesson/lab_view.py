@@ -224,10 +224,17 @@ class AllocationLab(_Slotted):
                 ".set(trace=..., block_size=..., sharing=..., n=...))\n" + self.gate.text())
 
 
+SIM_REQUESTS, SAMPLED_REQUESTS, SAMPLES = 300, 150, 2
+"""Requests in each of the simulator lab's traces; in the sampled one, prompts and the samples each one asks for."""
+
+PAPER_TRACE = f"ShareGPT-like, {SIM_REQUESTS} requests"
+"""The trace the simulator lab opens on, the one its figure sets beside the paper's."""
+
 SIM_TRACES = {
-    "ShareGPT-like, 300 requests": lambda: sharegpt_like(300, seed=0),
-    "Alpaca-like, 300 requests": lambda: alpaca_like(300, seed=0),
-    "ShareGPT-like, 150 requests x 2 samples": lambda: parallel_sampling(sharegpt_like(150, seed=0), 2),
+    PAPER_TRACE: lambda: sharegpt_like(SIM_REQUESTS, seed=0),
+    f"Alpaca-like, {SIM_REQUESTS} requests": lambda: alpaca_like(SIM_REQUESTS, seed=0),
+    f"ShareGPT-like, {SAMPLED_REQUESTS} requests x {SAMPLES} samples":
+        lambda: parallel_sampling(sharegpt_like(SAMPLED_REQUESTS, seed=0), SAMPLES),
 }
 """Traces the simulator lab offers: every request queued at step 0, OPT-13B on a 40 GiB GPU."""
 
@@ -246,7 +253,7 @@ def batch_ratio(results) -> float:
 class SimulatorLab(_Slotted):
     """Run the five policies on a chosen trace, gate the batch-size prediction, then show the figure."""
 
-    def __init__(self, trace: str = "ShareGPT-like, 300 requests"):
+    def __init__(self, trace: str = PAPER_TRACE):
         import ipywidgets as w
         check_choice("trace", trace, tuple(SIM_TRACES))
         self.trace = w.Dropdown(options=list(SIM_TRACES), value=trace, description="trace",
@@ -275,7 +282,7 @@ class SimulatorLab(_Slotted):
         self.gate = W.arm(Gate(
             "sim-batch", f"{name}: how many times larger is the mean running batch under 'paged' "
             "than under 'max'?", number="x", answer=round(ratio, 1), tolerance=0.25,
-            reveal=[lambda: plot_results(results, name, paper=name.startswith("ShareGPT-like, 3")),
+            reveal=[lambda: plot_results(results, name, paper=name == PAPER_TRACE),
                     "```\n" + format_table(rows) + "\n```", _sim_note(results, ratio)]))
         self.gate.slot = self._slot()
         self.gate_box.children = (self.gate.widget.box,)

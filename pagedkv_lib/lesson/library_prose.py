@@ -3,16 +3,74 @@
 Reveals, misconceptions, hints, the opening lens, the learning map and the research-room items are not
 markdown cells, but a learner reads them as the lesson's text: the claims scan
 (`pagedkv_lib.lesson.claims`) and the section-reference check read them as they read markdown.
+
+Tables' captions and headers, figure descriptions, legends and control labels are written in the library's
+modules as string literals and f-strings: `module_prose` reads them from the source of the modules of
+:data:`DISPLAY_MODULES` (which lessons render each) by the rule its docstring states.
 """
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
+import re
 import string
 
 from .answer_keys import GATE_KEYS, PRACTICE_KEYS
 from .items import lesson as lesson_items
 from .learning_map import map_markdown
 
-__all__ = ["rendered_prose"]
+__all__ = ["rendered_prose", "module_prose", "DISPLAY_MODULES"]
+
+DISPLAY_MODULES: dict[str, tuple[str, ...]] = {
+    "pagedkv_lib.lesson.engines_today": ("02_math", "03_code", "04_demo"),
+    "pagedkv_lib.lesson.lab_view": ("04_demo",),
+    "pagedkv_lib.lesson.paper_view": ("04_demo",),
+    "pagedkv_lib.lesson.viz": ("01_intuition", "02_math", "03_code", "04_demo"),
+    "pagedkv_lib.figure_text": ("01_intuition", "02_math", "03_code", "04_demo"),
+}
+"""The modules whose fixed text (captions, table headers, figure descriptions and legends, control labels) a
+lesson shows, and the lessons that show it. ``speed_table``'s sentences are its ``q-paging`` reveal's texts,
+scanned as reveals are."""
+
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _is_docstring(node, parent) -> bool:
+    return (isinstance(parent, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and parent.body and isinstance(parent.body[0], ast.Expr) and parent.body[0].value is node) or (
+        isinstance(parent, ast.Expr) and isinstance(node, ast.Constant))
+
+
+def module_prose(module: str) -> list[tuple[str, str]]:
+    """``(where, text)`` of each piece of displayed text written in ``module``'s source.
+
+    The rule: every string literal and every f-string (its fields, live values, written as "…"), that holds
+    a space between words, counts as displayed text, except a docstring or a bare string statement (the
+    documentation under a constant), a message of ``raise`` or ``assert`` (an error, not the lesson's text),
+    and markup: HTML tags are dropped (``<img ... style="max-width: 100%">``), their text kept. A string
+    stitched from pieces (``"a " "b"``) is one literal; an f-string's pieces are joined with each field as
+    "…". ``where`` is ``module:line``."""
+    mod = importlib.import_module(module)
+    tree = ast.parse(inspect.getsource(mod))
+    parent = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, (ast.Raise, ast.Assert))
+            for n in ast.walk(node)}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip or _is_docstring(node, parent.get(node)):
+            continue
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "…" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and not isinstance(parent.get(node), (ast.JoinedStr, ast.FormattedValue)):
+            text = node.value
+        else:
+            continue
+        text = _TAG.sub(" ", text)
+        if re.search(r"[A-Za-z]\S*\s+\S", text):
+            out.append((f"{module.rsplit('.', 1)[-1]}:{node.lineno}", text))
+    return out
 
 
 def _blank_fields(template: str) -> str:
@@ -26,7 +84,8 @@ def rendered_prose(lesson: str) -> list[tuple[str, str]]:
     opening lens, its learning map and its research-room items (an equation item as a formula), their
     titles, evidence and the self-checks that resolve them, except those that pose a number to try ("I
     can predict the hit for 9 tokens": a question, not a claim). Scanned
-    by ``tests/test_lesson_claims.py`` and ``tests/test_lesson_references.py`` as its markdown is."""
+    by ``tests/test_lesson_claims.py`` and ``tests/test_lesson_references.py`` as its markdown is. The
+    captions, headers and figure text of the modules that render into the lesson are `module_prose`."""
     les = lesson_items(lesson)
     out = [("learning map", map_markdown(lesson)), (f"{les.lens.id} question", les.lens.question),
            (f"{les.lens.id} reveal", les.lens.reveal)]

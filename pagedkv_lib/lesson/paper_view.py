@@ -11,6 +11,7 @@ from __future__ import annotations
 from IPython.display import Markdown
 
 from ..sim.paper_comparison import SYSTEMS, Comparison, PaperRow, Setting, compare_to_paper, gap_moves
+from ..sim.simulate import GPU_MEMORY_GIB
 from .claims import cited
 
 _FIG2_KEYS = {name: f"fig2-{key}" for key, name in
@@ -74,7 +75,7 @@ def _setting_text(s: Setting) -> str:
     arrivals = ("every request queued at step 0" if s.arrivals_per_s is None
                 else f"Poisson arrivals, {s.arrivals_per_s:g} requests per second")
     return (f"{s.dataset} lengths, {s.requests:,} requests, {arrivals}; maximum length "
-            f"{s.max_length:,} tokens; blocks of {s.block_size} tokens; OPT-13B on a 40 GiB GPU")
+            f"{s.max_length:,} tokens; blocks of {s.block_size} tokens; OPT-13B on a {GPU_MEMORY_GIB:g} GiB GPU")
 
 
 def why_they_differ(now: Comparison) -> str:

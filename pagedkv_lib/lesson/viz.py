@@ -118,7 +118,7 @@ def plot_slack_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int],
     top.margins(y=0.15)
     ok = predicted > 0
     # the band's dashed edges (#595959, 7:1 on white) mark it; its light fill alone is 1.3:1 (WCAG 1.4.11)
-    gap.axhspan(-5, 5, fc="0.93", ec="0.35", ls="--", lw=1.2, label="within 5%")
+    gap.axhspan(-_BAND, _BAND, fc="0.93", ec="0.35", ls="--", lw=1.2, label=f"within {_BAND}%")
     gap.axhline(0, color="0.5", lw=1)
     gap.plot(sizes[ok], 100 * (measured[ok] / predicted[ok] - 1), "o-", color=TOKEN)
     gap.set_ylabel("measured vs prediction (%)")
@@ -128,7 +128,7 @@ def plot_slack_vs_block_size(lengths: Sequence[int], block_sizes: Sequence[int],
     gap.margins(y=0.15)
     describe(top, f"Measured tail slack per request on {len(lengths)} requests against the prediction (S-1)/2, "
              f"for block sizes {', '.join(map(str, block_sizes))}; the lower panel is the measured value's "
-             "gap from the prediction in percent (within 5% shaded).",
+             f"gap from the prediction in percent (within {_BAND}% shaded).",
              ["block size S", "measured slack per request (slots)", "predicted (S-1)/2", "gap from prediction (%)"],
              [(int(S), float(m), float(p), f"{100 * (m / p - 1):+.1f}" if p > 0 else "no slack at S = 1")
               for S, m, p in zip(sizes, measured, predicted)])
@@ -171,6 +171,7 @@ def plot_kv_capacity(models: Sequence[str], gpu_memory_bytes: int, ax=None, **ca
 
 # ---------------------------------------------------------------------- live allocator state
 
+_BAND = 5  # percent: the shaded band around the slack prediction
 _ROW = 1.0  # block height (data units); a block is S slots wide, one slot = 1 data unit
 
 

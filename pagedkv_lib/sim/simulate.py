@@ -106,13 +106,17 @@ class SimResult:
         return len(self.series["running"])
 
 
-def kv_budget_blocks(model="OPT-13B", gpu_memory_gib: float = 40.0, block_size: int = 16, **kwargs) -> int:
+GPU_MEMORY_GIB = 40.0
+"""The GPU memory (GiB) the simulator serves on unless told otherwise, as the lessons' labs do."""
+
+
+def kv_budget_blocks(model="OPT-13B", gpu_memory_gib: float = GPU_MEMORY_GIB, block_size: int = 16, **kwargs) -> int:
     """Blocks of ``block_size`` tokens the KV cache gets on a GPU of ``gpu_memory_gib`` GiB (via ``kv_capacity``)."""
     gib = check_number("gpu_memory_gib", gpu_memory_gib, low=0.0, high=1e6, low_open=True)
     return kv_capacity(model, int(gib * GiB), block_size=block_size, **kwargs).blocks
 
 
-def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory_gib: float = 40.0,
+def simulate(trace: Trace, policy: str = "paged", *, model="OPT-13B", gpu_memory_gib: float = GPU_MEMORY_GIB,
              num_blocks: int | None = None, block_size: int = 16, max_batch: int = 256,
              watermark: float = 0.01, step_seconds: float = 0.05, seed: int = 0,
              max_steps: int = DEFAULT_MAX_STEPS, progress: bool = True) -> SimResult:

@@ -341,7 +341,8 @@ _04 = "04_demo"
 FACTS_04 = (
     Fact(_04, "(a 12-token prompt, tails of 3, 5 and 2 tokens)", "cell-05",
          check=lambda: _prompt() + _tails()),
-    Fact(_04, "**ShareGPT-like 20**", "cell-05", check=_sharegpt_20),
+    # the trace's name: in the markdown ("**ShareGPT-like 20**") and the lab's labels (lab.TRACES, module_prose)
+    Fact(_04, "ShareGPT-like 20", "cell-05", check=_sharegpt_20),
     Fact(_04, "A1-A3 at $S = 4$, then $S = 8$, then $S = 32$", "cell-05",
          check=lambda: _lab_tries("A1-A3 batch", 4, 8, 32)),
     Fact(_04, "Beam search at $S = 8$, then at $S = 64$", "cell-05",

@@ -22,16 +22,22 @@ from .learning_map import map_markdown
 
 __all__ = ["rendered_prose", "module_prose", "DISPLAY_MODULES"]
 
+_EVERY = ("01_intuition", "02_math", "03_code", "04_demo")
+
 DISPLAY_MODULES: dict[str, tuple[str, ...]] = {
     "pagedkv_lib.lesson.engines_today": ("02_math", "03_code", "04_demo"),
     "pagedkv_lib.lesson.lab_view": ("04_demo",),
     "pagedkv_lib.lesson.paper_view": ("04_demo",),
-    "pagedkv_lib.lesson.viz": ("01_intuition", "02_math", "03_code", "04_demo"),
-    "pagedkv_lib.figure_text": ("01_intuition", "02_math", "03_code", "04_demo"),
+    "pagedkv_lib.lesson.viz": _EVERY,
+    "pagedkv_lib.figure_text": _EVERY,
+    "pagedkv_lib.lesson.speed_table": ("03_code",),
+    "pagedkv_lib.lesson.lab": ("04_demo",),
+    # the machinery every lesson shows: gates, practices, the research room and its hand-off, drafts, the record
+    **{f"pagedkv_lib.lesson.{m}": _EVERY for m in ("gates", "gate_view", "practice", "canvas", "click_delay",
+                                                   "room", "handoff", "drafts", "record", "learning_map")},
 }
-"""The modules whose fixed text (captions, table headers, figure descriptions and legends, control labels) a
-lesson shows, and the lessons that show it. ``speed_table``'s sentences are its ``q-paging`` reveal's texts,
-scanned as reveals are."""
+"""The modules whose fixed text (captions, table headers, figure descriptions and legends, control labels,
+gate choices, feedback) a lesson shows, and the lessons that show it."""
 
 _TAG = re.compile(r"<[^>]*>")
 

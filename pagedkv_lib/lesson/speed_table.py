@@ -21,13 +21,15 @@ ROWS = {**CPU_ROWS, **GPU_ROWS}
 """Every row's name, on a CPU (:data:`~pagedkv_lib.kernels.timing.ROWS`) or a GPU
 (:data:`~pagedkv_lib.kernels.gpu_timing.GPU_ROWS`)."""
 
-PAGING_CHOICES = ("faster than the contiguous read (under 0.95x its time)",
-                  "about the same (0.95x to 1.10x)",
-                  "somewhat slower (1.10x to 1.50x)",
-                  "much slower (over 1.50x)")
+_SAME, _SOMEWHAT, _MUCH = 0.95, 1.10, 1.50   # the ratios where "about the same", "somewhat" and "much slower" begin
+
+PAGING_CHOICES = (f"faster than the contiguous read (under {_SAME:.2f}x its time)",
+                  f"about the same ({_SAME:.2f}x to {_SOMEWHAT:.2f}x)",
+                  f"somewhat slower ({_SOMEWHAT:.2f}x to {_MUCH:.2f}x)",
+                  f"much slower (over {_MUCH:.2f}x)")
 """The gate's choices, in order; :data:`RATIO_RANGES` gives the ratios each one means."""
 
-RATIO_RANGES = ((0.0, 0.95), (0.95, 1.10), (1.10, 1.50), (1.50, float("inf")))
+RATIO_RANGES = ((0.0, _SAME), (_SAME, _SOMEWHAT), (_SOMEWHAT, _MUCH), (_MUCH, float("inf")))
 """``[low, high)`` of paged-over-contiguous time ratios for each of :data:`PAGING_CHOICES`."""
 
 CONFIDENCE = 0.9

@@ -182,6 +182,8 @@ NOT_YET_SCANNED_MODULES: dict[str, str] = {
     "pagedkv_lib.lesson.access": "styles and scripts for screen readers (CSS lengths such as 1px), no prose",
     "pagedkv_lib.lesson.colab": "the Colab setup's messages name a wheel's file (pagedkv_lib-0.1.0-...): a "
                                 "version in a file name, which numbers_in does not exempt yet",
+    "pagedkv_lib.accounting": "its strings are HYBRID_SOURCES, the source record (model cards' config.json "
+                              "fields, date read) lesson 02 names for its numbers; a record, not rendered prose",
     "pagedkv_lib.lesson.idealisation": "shown by the problem sets, not a lesson; the sets' prose is not scanned",
 }
 

@@ -32,6 +32,10 @@ DISPLAY_MODULES: dict[str, tuple[str, ...]] = {
     "pagedkv_lib.figure_text": _EVERY,
     "pagedkv_lib.lesson.speed_table": ("03_code",),
     "pagedkv_lib.lesson.lab": ("04_demo",),
+    "pagedkv_lib.sim.plots": ("04_demo",),            # the simulator lab's figures
+    "pagedkv_lib.sim.paper_comparison": ("04_demo",),
+    "pagedkv_lib.kernels.timing": ("03_code",),       # the timing table's row names
+    "pagedkv_lib.kernels.gpu_timing": ("03_code",),
     # the machinery every lesson shows: gates, practices, the research room and its hand-off, drafts, the record
     **{f"pagedkv_lib.lesson.{m}": _EVERY for m in ("gates", "gate_view", "practice", "canvas", "click_delay",
                                                    "room", "handoff", "drafts", "record", "learning_map")},

@@ -22,12 +22,25 @@ CODE_FIELD = ('<label for="signup_code_input">Sign-up code (sent to you with you
               'autocapitalize="off" autocorrect="off" class="form-control" required />\n<p></p>\n')
 
 
+def with_code_field(html: str) -> str:
+    """The sign-up page with the code field before the password."""
+    return html.replace('<label for="password_input">', CODE_FIELD + '<label for="password_input">', 1)
+
+
 class RosterSignUpHandler(SignUpHandler):
-    async def render_template(self, name, **ns):
-        html = await super().render_template(name, **ns)
-        if name == "signup.html":   # the code field, before the password
-            html = html.replace('<label for="password_input">', CODE_FIELD + '<label for="password_input">', 1)
-        return html
+    def render_template(self, name, sync=False, **ns):
+        """JupyterHub's: a string when ``sync`` (its error pages ask so), else an awaitable; sign-up's page
+        gets the code field. (An ``async def`` here broke every error page of /hub/signup: they got a
+        coroutine where they write a string.)"""
+        page = super().render_template(name, sync=sync, **ns)
+        if name != "signup.html":
+            return page
+        if sync:
+            return with_code_field(page)
+
+        async def rendered():
+            return with_code_field(await page)
+        return rendered()
 
     async def post(self):
         name = self.authenticator.normalize_username(self.get_body_argument("username", "", strip=False))

@@ -286,3 +286,23 @@ def test_the_signup_secret_reaches_the_authenticator_from_the_config():
     config cannot set leaves it empty, and every right code is refused (found in the hub journey)."""
     from roster_signup import RosterAuthenticator
     assert "signup_secret" in RosterAuthenticator.class_own_traits(config=True)
+
+
+def test_sign_up_pages_render_sync_for_error_pages_and_async_for_the_form(monkeypatch):
+    """JupyterHub's error pages call ``render_template(..., sync=True)`` and write the string: an ``async``
+    override handed them a coroutine, so every error on /hub/signup (a 403, 404 or 500) was a broken page."""
+    import asyncio
+    from nativeauthenticator.handlers import SignUpHandler
+    from roster_signup import CODE_FIELD, RosterSignUpHandler
+    page = '<form><label for="password_input">Password</label></form>'
+
+    def rendered(self, name, sync=False, **ns):
+        async def later():
+            return page
+        return page if sync else later()
+    monkeypatch.setattr(SignUpHandler, "render_template", rendered)
+    handler = object.__new__(RosterSignUpHandler)
+    assert handler.render_template("error.html", sync=True) == page
+    assert CODE_FIELD in handler.render_template("signup.html", sync=True)
+    assert CODE_FIELD in asyncio.run(handler.render_template("signup.html"))
+    assert asyncio.run(handler.render_template("error.html")) == page

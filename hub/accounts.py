@@ -285,15 +285,20 @@ def _others_can_read(folder: Path) -> bool:
         return False
 
 
-def other_checkouts(roots=("/",), depth: int = 4, skip: tuple = ()) -> list[Path]:
-    """Other copies of the course (a folder holding ``solutions/`` and ``pagedkv_lib/``) whose ``solutions/``
-    every user can read: found up to ``depth`` folders below each of ``roots``, plus the clone this checkout was
-    made from when its ``origin`` is a local path. ``make hub`` closes only this checkout, so it warns of these."""
-    mine = {Path(os.path.realpath(p)) for p in (REPO, *skip)}
-    found = set()
+def local_origin() -> tuple[Path, ...]:
+    """The clone this checkout was made from, when its git ``origin`` is a local path (else none)."""
     origin = subprocess.run(["git", "config", "--get", "remote.origin.url"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip()
-    candidates = [Path(origin.removeprefix("file://"))] if origin.startswith(("/", "file://")) else []
+    return (Path(origin.removeprefix("file://")),) if origin.startswith(("/", "file://")) else ()
+
+
+def other_checkouts(roots=("/",), depth: int = 4, skip: tuple = (), also: tuple = ()) -> list[Path]:
+    """Other copies of the course (a folder holding ``solutions/`` and ``pagedkv_lib/``) whose ``solutions/``
+    every user can read: found up to ``depth`` folders below each of ``roots``, plus the folders ``also``
+    (``make hub`` passes :func:`local_origin`). ``make hub`` closes only this checkout, so it warns of these."""
+    mine = {Path(os.path.realpath(p)) for p in (REPO, *skip)}
+    found = set()
+    candidates = list(also)
     for root in roots:
         base = len(Path(root).parts)
         for folder, dirs, _ in os.walk(root, onerror=lambda err: None):
@@ -413,7 +418,7 @@ def main(argv=None) -> int:
     seal_checkout()
     courses = [Path(args.course)] if args.course else [Path(pwd.getpwnam(m.id).pw_dir) / "pagedkv"
                                                         for m in members if m.role == "instructor"]
-    for other in other_checkouts(skip=tuple(courses)):
+    for other in other_checkouts(skip=tuple(courses), also=local_origin()):
         print(f"WARNING: {other} is another copy of this course, and every user can read its solutions/: "
               f"learners can too. chmod o-rwx {other} (or remove it)", file=sys.stderr)
     check_learner(members, Path(args.runtime) / "venv" / "bin" / "python")

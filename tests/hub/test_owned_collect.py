@@ -233,6 +233,8 @@ def test_make_hub_finds_another_readable_copy_of_the_course():
         assert other_checkouts([str(top)]) == [copy.resolve()]
         copy.chmod(0o750)
         assert other_checkouts([str(top)]) == []
+        copy.chmod(0o755)
+        assert other_checkouts([str(top / "old" / "nothing")], also=(copy,)) == [copy.resolve()]  # the origin
     finally:
         shutil.rmtree(top)
 

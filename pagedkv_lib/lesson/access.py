@@ -142,6 +142,10 @@ function pass() {
   keepFocus();
 }
 function later() { if (!pending) { pending = true; setTimeout(pass, 0); } }
+// a pointer press elsewhere means the learner left the group: never pull focus back to it after that
+document.addEventListener('pointerdown', function (e) {
+  if (lastGroup && !lastGroup.contains(e.target)) { lastGroup = null; }
+}, true);
 new MutationObserver(later).observe(document.body, {childList: true, subtree: true, attributes: true,
                                                     attributeFilter: ['class']});
 window.pagedkvAccess = {pass: pass};

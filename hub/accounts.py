@@ -192,11 +192,48 @@ def share_course(lead: str, lead_course: Path, other: str, course: Path) -> None
     """Let instructor ``other`` grade in their own ``course``: the lead's course secret and keys (the same
     numbers for each learner), and the lead's group (the exchange's submissions are readable by it)."""
     for name in ("course-secret.txt", "keys.csv"):
-        shutil.copyfile(lead_course / name, course / name)
-        chown_tree(course / name, other)
-        (course / name).chmod(0o600)
+        copy_owned(lead_course / name, lead, course, other)
     subprocess.run(["usermod", "--append", "--groups", grp.getgrgid(pwd.getpwnam(lead).pw_gid).gr_name, other],
                    check=True)
+
+
+def copy_owned(source: Path, source_owner: str, folder: Path, owner: str) -> None:
+    """Copy ``source`` into ``folder`` (same name, mode 0600, ``owner``'s), as root but never through a link:
+    ``source`` must be a regular file of ``source_owner``'s and ``folder`` a folder of ``owner``'s, each opened
+    with ``O_NOFOLLOW``, and the copy a new file. Otherwise an instructor's link (``course-secret.txt`` ->
+    ``/etc/shadow``, or a TA's ``keys.csv`` -> a system file) would have root read or overwrite what it points at."""
+    src_uid, (uid, gid) = pwd.getpwnam(source_owner).pw_uid, pwd.getpwnam(owner)[2:4]
+    try:
+        src = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise SystemExit(f"{source} cannot be opened without following a link ({err.strerror}): not copied") from None
+    try:
+        where = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as err:
+        os.close(src)
+        raise SystemExit(f"{folder} cannot be opened without following a link ({err.strerror}): not copied") from None
+    try:
+        info = os.fstat(src)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != src_uid:
+            raise SystemExit(f"{source} is not a regular file of {source_owner}'s: not copied")
+        if os.fstat(where).st_uid != uid:
+            raise SystemExit(f"{folder} is not {owner}'s folder: nothing copied into it")
+        try:
+            os.unlink(source.name, dir_fd=where)
+        except FileNotFoundError:
+            pass
+        dst = os.open(source.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                      dir_fd=where)
+        try:
+            os.fchown(dst, uid, gid)
+            os.fchmod(dst, 0o600)
+            while chunk := os.read(src, 1 << 16):
+                os.write(dst, chunk)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+        os.close(where)
 
 
 def publish_lessons(instructor: str, course: Path, runtime: Path, exchange: Path) -> None:

@@ -251,8 +251,38 @@ def test_a_second_instructor_grades_with_the_leads_secret_and_reads_the_exchange
     ta_course.mkdir()
     (lead_course / "course-secret.txt").write_text("s" * 64)
     (lead_course / "keys.csv").write_text("student,key\nx,y\n")
+    own(lead_course, lead)
+    own(ta_course, ta)
     share_course(lead, lead_course, ta, ta_course)
     copied = ta_course / "course-secret.txt"
     assert copied.read_text() == "s" * 64 and copied.stat().st_uid == pwd.getpwnam(ta).pw_uid
     assert copied.stat().st_mode & 0o077 == 0
     assert ta in grp.getgrgid(pwd.getpwnam(lead).pw_gid).gr_mem
+
+
+def test_sharing_the_course_never_follows_an_instructors_link(users, tmp_path):
+    """share_course copies as root: a lead's secret that is a link to a root-only file is refused, never read,
+    and a TA's keys.csv that is a link to a system file is replaced, never written through."""
+    sys.path.insert(0, str(REPO / "hub"))
+    from accounts import share_course
+    lead, ta = users["victim"], users["attacker"]
+    lead_course, ta_course, private = tmp_path / "lead", tmp_path / "ta", tmp_path / "root-only"
+    for folder in (lead_course, ta_course):
+        folder.mkdir()
+    private.write_text("root's secret")
+    private.chmod(0o600)
+    (lead_course / "course-secret.txt").symlink_to(private)
+    (lead_course / "keys.csv").write_text("student,key\nx,y\n")
+    own(lead_course, lead)
+    own(ta_course, ta)
+    with pytest.raises(SystemExit, match="not copied"):
+        share_course(lead, lead_course, ta, ta_course)
+    assert not (ta_course / "course-secret.txt").exists()
+    (lead_course / "course-secret.txt").unlink()
+    (lead_course / "course-secret.txt").write_text("s" * 64)
+    own(lead_course, lead)
+    (ta_course / "keys.csv").symlink_to(private)
+    os.lchown(ta_course / "keys.csv", pwd.getpwnam(ta).pw_uid, pwd.getpwnam(ta).pw_gid)
+    share_course(lead, lead_course, ta, ta_course)
+    assert private.read_text() == "root's secret"
+    assert not (ta_course / "keys.csv").is_symlink() and (ta_course / "keys.csv").read_text() == "student,key\nx,y\n"

@@ -46,7 +46,7 @@ def test_the_canvas_checks_light_up_as_the_learner_types(lab, page):
     run_all(page, notebook)
     practice = notebook.locator(".widget-vbox:has(> .widget-textarea):has(button:text-is('Hint'))").first
     practice.scroll_into_view_if_needed()
-    checks = practice.locator(".widget-html").nth(1)
+    checks = practice.locator(".widget-html").filter(has_text="Claim").first   # the checks, after the canvas's label
     assert checks.inner_text().count("✓") == 0
     practice.locator("textarea").fill("A4 needs 2 new blocks")
     expect(checks).to_contain_text("✓ Claim")

@@ -12,7 +12,7 @@ Modules, each one idea:
 * :mod:`.timed_serving`: a serving loop in seconds: chunked prefill under a token budget, decode
   stalls, preemption by swap or recompute (optionally reusing the blocks still cached, as vLLM v1
   does), priced by :mod:`.preemption_cost` (cited constants, the swap/recompute crossover length);
-  :mod:`.makespan_gap` says why one such run finishes later than another (steps, or preemptions: how
+  its result and where the time went in :mod:`.timed_result`; :mod:`.makespan_gap` says why one such run finishes later than another (steps, or preemptions: how
   many, and what each cost);
 * :mod:`.cpu_tier`: a CPU tier under the hash-chained prefix cache, replayed on
   :func:`~.workloads.multi_turn_conversations`;

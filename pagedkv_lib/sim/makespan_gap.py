@@ -9,7 +9,7 @@ per-request price (:mod:`.preemption_cost`) can be set beside what a whole trace
 """
 from __future__ import annotations
 
-from .timed_serving import TimedResult
+from .timed_result import TimedResult
 
 
 def preemption_seconds(result: TimedResult) -> float:

@@ -210,7 +210,7 @@ def test_module_prose_blanks_fields_and_leaves_out_docstrings_errors_and_markup(
 def test_a_typed_number_in_a_caption_template_is_caught():
     """The module scan can fail: the served trace's table caption with its block size typed in, not live."""
     typed = [(w, t.replace("blocks of … tokens; a swap", "blocks of 16 tokens; a swap"))
-             for w, t in module_prose("pagedkv_lib.lesson.engines_today")]
+             for w, t in module_prose("pagedkv_lib.lesson.served_preemption")]
     assert [n.text for n in unaccounted("04_demo", typed, FACTS)] == ["16"]
 
 

@@ -26,6 +26,7 @@ _EVERY = ("01_intuition", "02_math", "03_code", "04_demo")
 
 DISPLAY_MODULES: dict[str, tuple[str, ...]] = {
     "pagedkv_lib.lesson.engines_today": ("02_math", "03_code", "04_demo"),
+    "pagedkv_lib.lesson.served_preemption": ("04_demo",),
     "pagedkv_lib.lesson.lab_view": ("04_demo",),
     "pagedkv_lib.lesson.paper_view": ("04_demo",),
     "pagedkv_lib.lesson.viz": _EVERY,

@@ -19,6 +19,8 @@ import pwd
 import stat
 from dataclasses import dataclass, field
 
+from .submission_bounds import file_kind
+
 MAX_FILES = 200
 """Most files and folders one hand-in may hold (a problem set's hand-in holds a notebook and two text files)."""
 MAX_BYTES = 100 * 2**20
@@ -60,12 +62,6 @@ def owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def _kind(mode: int) -> str:
-    return "a symbolic link" if stat.S_ISLNK(mode) else (
-        "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
-        "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
-
-
 def judge(inbound: str, name: str, assignment: str, max_files: int = MAX_FILES,
           max_bytes: int = MAX_BYTES) -> Entry:
     """The entry ``inbound/name`` judged as the module docstring says; Refused naming the first reason.
@@ -84,7 +80,7 @@ def judge(inbound: str, name: str, assignment: str, max_files: int = MAX_FILES,
     if info.st_uid != uid:
         raise Refused(f"inbound entry {name!r} names {student} but is owned by {owner}: not taken as {student}'s")
     if not stat.S_ISDIR(info.st_mode):
-        raise Refused(f"inbound entry {name!r} is {_kind(info.st_mode)}, not a folder")
+        raise Refused(f"inbound entry {name!r} is {file_kind(info.st_mode)}, not a folder")
     entry.time, stack = info.st_ctime, [""]
     while stack:
         rel = stack.pop()
@@ -104,7 +100,7 @@ def judge(inbound: str, name: str, assignment: str, max_files: int = MAX_FILES,
                     if entry.bytes > max_bytes:
                         raise Refused(f"inbound entry {name!r} holds more than {max_bytes:,} bytes ({path})")
                 else:
-                    raise Refused(f"inbound entry {name!r}: {path} is {_kind(st.st_mode)}; never read")
+                    raise Refused(f"inbound entry {name!r}: {path} is {file_kind(st.st_mode)}; never read")
                 entry.files.append(path)
     return entry
 
@@ -134,7 +130,7 @@ def copy_entry(inbound: str, entry: Entry, dest: str, max_bytes: int = MAX_BYTES
                     os.makedirs(os.path.join(dest, rel), mode=0o755, exist_ok=True)
                     continue
                 if not stat.S_ISREG(st.st_mode):
-                    raise Refused(f"inbound entry {entry.name!r}: {rel} is {_kind(st.st_mode)}; never read")
+                    raise Refused(f"inbound entry {entry.name!r}: {rel} is {file_kind(st.st_mode)}; never read")
                 with open(os.path.join(dest, rel), "wb") as out:
                     while chunk := os.read(fd, 1 << 20):
                         copied += len(chunk)

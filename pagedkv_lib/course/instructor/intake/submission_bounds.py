@@ -80,26 +80,29 @@ def read_bounded(path: Path, limits: SubmissionLimits, where: str) -> str:
     A symbolic link (it could point at the instructor's solution), a FIFO or a device is `Unreadable` and
     never opened: checked with ``lstat``, then opened with ``O_NOFOLLOW`` and checked again."""
     info = os.lstat(path)
-    if kind := _not_regular(info.st_mode):
-        raise Unreadable(f"{where}: {kind}, never followed or read (hand in the notebook file itself)")
+    if kind := file_kind(info.st_mode):
+        raise Unreadable(f"{where}: {kind}, not a regular file; never followed or read (hand in the notebook "
+                         "file itself)")
     if info.st_size > limits.file_bytes:
         raise Malformed(f"{where}: the file is {info.st_size:,} bytes; at most {limits.file_bytes:,} are accepted")
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(fd)
-        if _not_regular(info.st_mode):
-            raise Unreadable(f"{where}: {_not_regular(info.st_mode)}, never read")
+        if kind := file_kind(info.st_mode):
+            raise Unreadable(f"{where}: {kind}, not a regular file; never read")
         data = f.read(limits.file_bytes + 1)
     if len(data) > limits.file_bytes:
         raise Malformed(f"{where}: the file grew past {limits.file_bytes:,} bytes while read")
     return data.decode("utf-8", errors="replace")
 
 
-def _not_regular(mode: int) -> str:
-    """What a file of ``mode`` is, when it is not a regular file ("" when it is)."""
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` (from ``lstat``) is, when it is not a regular file; "" when it is."""
     if stat.S_ISREG(mode):
         return ""
-    return "a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+    return ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
 
 
 def parse_bounded(text: str, limits: SubmissionLimits, where: str) -> dict:

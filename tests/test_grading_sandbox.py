@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -55,7 +56,7 @@ try:
     out["memory_capped"] = False
 except MemoryError:
     out["memory_capped"] = True
-subprocess.Popen(["sleep", "300"], start_new_session=True)  # must not outlive the sandbox
+subprocess.Popen(["sleep", sys.argv[2]], start_new_session=True)  # must not outlive the sandbox
 print(json.dumps(out))
 """
 
@@ -63,11 +64,14 @@ print(json.dumps(out))
 @needs_bwrap
 def test_a_sandboxed_process_sees_and_reaches_only_what_it_should(tmp_path):
     uid, gid = sandbox.KERNEL_UIDS[0], sandbox.grader_ids()[1]
+    # Other tests run sandboxes under this uid at the same time (pytest -n), so the probe's own orphan is told
+    # apart by a sleep length no other process has.
+    nap = f"300.{secrets.randbelow(10**9):09d}"
     scratch = sandbox.new_scratch(uid, gid)
     library = sandbox.hidden_library(tmp_path / "lib", ["pagedkv_lib.accounting:blocks_needed"])
     env = {"HOME": str(scratch / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(library)}
     try:
-        argv = sandbox.bwrap_argv(scratch, library, uid, gid, env) + [sys.executable, "-c", PROBE, str(REPO)]
+        argv = sandbox.bwrap_argv(scratch, library, uid, gid, env) + [sys.executable, "-c", PROBE, str(REPO), nap]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         seen = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -77,8 +81,10 @@ def test_a_sandboxed_process_sees_and_reaches_only_what_it_should(tmp_path):
     assert not seen["sees_repo"] and not seen["sees_solutions"] and not seen["network"]
     assert not seen["venv_writable"] and seen["library"].startswith(str(library))
     assert seen["hidden"] and not seen["instructor"] and seen["memory_capped"]
-    left = subprocess.run(["ps", "-eo", "uid="], capture_output=True, text=True).stdout.split()
-    assert str(uid) not in left, "a process started in the sandbox outlived it"
+    left = subprocess.run(["ps", "-eo", "uid=,args="], capture_output=True, text=True).stdout.splitlines()
+    assert len(left) > 1, "ps listed no processes"
+    orphans = [line for line in left if line.split()[0] == str(uid) and nap in line]
+    assert not orphans, f"a process started in the sandbox outlived it: {orphans}"
 
 
 def test_the_hidden_library_keeps_everything_else(tmp_path):

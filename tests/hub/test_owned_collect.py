@@ -286,3 +286,62 @@ def test_sharing_the_course_never_follows_an_instructors_link(users, tmp_path):
     share_course(lead, lead_course, ta, ta_course)
     assert private.read_text() == "root's secret"
     assert not (ta_course / "keys.csv").is_symlink() and (ta_course / "keys.csv").read_text() == "student,key\nx,y\n"
+
+
+def test_a_refused_entry_is_noted_once_however_often_collect_runs(course, users):
+    """collect.json keeps one note per refused entry: an instructor who collects three times sees one, not three."""
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    entry(inbound, users["attacker"], users["victim"])
+    for _ in range(3):
+        with pytest.raises(ExchangeError):
+            collect(course)
+    refusals = [n for n in notes(course)["problems"][f"{users['attacker']}/{ASSIGNMENT}"] if "refused" in n]
+    assert len(refusals) == 1, refusals
+
+
+def test_every_name_a_learner_chose_is_quoted_short_in_what_the_instructor_reads(course, users):
+    """Long names, a deep path and terminal control characters: collect's error and each status note stay short,
+    escaped, and name at most a few entries; feedback release's error too."""
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    for i in range(30):   # malformed names (three parts), 200 characters and an escape sequence each
+        (inbound / f"{'x' * 180}\x1b[2J{i:03d}+{ASSIGNMENT}+t").mkdir()
+    own(inbound, users["attacker"])
+    inbound.chmod(0o1777)
+    deep = entry(inbound, users["attacker"], users["attacker"])
+    folder = deep
+    for _ in range(10):
+        folder = folder / ("d" * 200)
+        folder.mkdir()
+    os.mkfifo(folder / "pipe")
+    own(deep, users["attacker"])
+    with pytest.raises(ExchangeError) as err:
+        collect(course)
+    said = str(err.value)
+    assert "\x1b" not in said and len(said) < 3000 and said.endswith("and 21 more"), (len(said), said[-200:])
+    log = json.dumps(notes(course))
+    assert "\x1b" not in log and len(log) < 5000, len(log)
+    theirs = notes(course)["problems"][f"{users['attacker']}/{ASSIGNMENT}"]
+    assert len(theirs) == 11 and "31, 21 of them not named" in theirs[-1], theirs[-1]
+    assert "a FIFO" in notes(course)["unreadable"][f"{users['attacker']}/{ASSIGNMENT}"]
+    fb = course / "course" / "feedback" / users["attacker"] / ASSIGNMENT
+    fb.mkdir(parents=True)
+    (fb / f"{'n' * 240}.html").write_text("<p>no secret beside it</p>")
+    where = CourseDirectory(root=str(course / "course"), course_id="pagedkv", assignment_id=ASSIGNMENT)
+    with pytest.raises(ExchangeError) as err:
+        OwnedReleaseFeedback(coursedir=where, root=str(course / "exchange")).start()
+    assert "n" * 100 not in str(err.value) and users["attacker"] in str(err.value)
+
+
+def test_a_hand_in_that_fails_midway_leaves_no_partial_copy(course, users):
+    """A folder named timestamp.txt fails collect after the copy: the entry is refused, no ``.collecting``
+    folder is left where autograde would read it as a set, and the refusal does not show the course's path."""
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    handed = entry(inbound, users["victim"], users["victim"])
+    (handed / "timestamp.txt").unlink()
+    (handed / "timestamp.txt").mkdir()
+    (handed / "timestamp.txt" / "x").write_text("x")
+    own(handed, users["victim"])
+    with pytest.raises(ExchangeError) as err:
+        collect(course)
+    assert "could not be collected (Is a directory)" in str(err.value) and str(course) not in str(err.value)
+    assert sorted(p.name for p in (course / "course" / "submitted").rglob("*")) == [users["victim"]]

@@ -4,10 +4,12 @@
 the entry is owned by the student's uid, and holds nothing but folders and regular files of theirs, within
 a size and a file count (``pagedkv_lib.course.instructor.intake.inbound_entries``). Its time is the
 server's, never the learner's ``timestamp.txt`` (which it overwrites in the collected copy). An entry that
-fails is never read; it is logged, and written into the course's ``collect.json`` (its owner's status
-says so at the next autograde), and collect goes on with the rest, then ends with an error that lists
-the refused entries, so formgrader shows it as a failure, not a success. A student's earlier collected
-copy is replaced only once a new one has been copied whole.
+fails is never read; it is logged, and written into the course's ``collect.json`` once per entry however
+often collect runs (its owner's status says so at the next autograde), and collect goes on with the rest,
+then ends with an error that lists the refused entries, so formgrader shows it as a failure, not a success.
+Every name a learner chose is quoted escaped and cut short, and only the first few entries are named. A
+student's earlier collected copy is replaced only once a new one has been copied whole; a partial copy is
+removed on every way out.
 
 ``OwnedReleaseFeedback`` releases each student's feedback on its own: a student whose feedback folder lacks
 its ``submission_secret.txt`` (or holds one that cannot be read) is named in the log and skipped; the rest
@@ -28,7 +30,13 @@ from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.utils import notebook_hash
 from pagedkv_lib.course.instructor.course_layout import COLLECT_LOG
-from pagedkv_lib.course.instructor.intake.inbound_entries import Refused, copy_entry, judge, owner_name
+from pagedkv_lib.course.instructor.intake.inbound_entries import Refused, copy_entry, judge, owner_name, shown
+
+SHOWN_REFUSALS = 10
+"""Most refused entries named in collect's error, and most notes on one student's status: a learner can make
+thousands of entries, and each note quotes a name they chose (cut by ``inbound_entries.shown``)."""
+REFUSED, UNNAMED = "refused hand-in ", "refused hand-ins at the last collect: "
+"""How a status note on one refused entry begins, and the note that counts those not named."""
 
 
 def server_time(seconds: float) -> str:
@@ -58,7 +66,7 @@ class OwnedCollect(ExchangeCollect):
                 self._refuse(name, str(err))
                 continue
             except OSError as err:   # removed or unreadable meanwhile
-                self._refuse(name, f"inbound entry {name!r} could not be examined ({err.strerror})")
+                self._refuse(name, f"inbound entry {shown(name)} could not be examined ({err.strerror})")
                 continue
             taken.setdefault(entry.student, []).append(entry)
         self.duedate = self._duedate()
@@ -96,12 +104,17 @@ class OwnedCollect(ExchangeCollect):
         for rec in self.src_records:
             try:
                 self._collect_one(rec)
-            except (Refused, OSError) as err:
+            except Refused as err:
                 self._refuse(rec["filename"], str(err))
+            except OSError as err:   # our own paths stay out of what the learner's status may show
+                self._refuse(rec["filename"], f"inbound entry {shown(rec['filename'])} could not be collected "
+                                              f"({err.strerror or type(err).__name__})")
         self._record_refusals()
         if self.refused:
-            self.fail(f"collected the others; refused {len(self.refused)} inbound entries (never read): "
-                      + "; ".join(why for _, why in self.refused.values()))
+            whys = [why for _, why in self.refused.values()]
+            more = f"; and {len(whys) - SHOWN_REFUSALS} more" if len(whys) > SHOWN_REFUSALS else ""
+            self.fail(f"collected the others; refused {len(whys)} inbound entries (never read): "
+                      + "; ".join(whys[:SHOWN_REFUSALS]) + more)
 
     def _collect_one(self, rec: dict) -> None:
         student, entry = rec["username"], rec["entry"]
@@ -112,36 +125,53 @@ class OwnedCollect(ExchangeCollect):
                 self.log.info("No newer submission to collect: %s %s", student, self.coursedir.assignment_id)
                 return
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        fresh = f"{dest}.collecting"
+        fresh = f"{dest}.collecting"   # beside dest, so never a folder autograde reads once collect returns
         shutil.rmtree(fresh, ignore_errors=True)
         try:
             copy_entry(self.inbound_path, entry, fresh)
-        except BaseException:
-            shutil.rmtree(fresh, ignore_errors=True)
-            raise
-        with open(os.path.join(fresh, "timestamp.txt"), "w", encoding="utf-8") as fh:
-            fh.write(server_time(entry.time))   # the server's time, whatever the learner wrote
-        if os.path.isdir(dest):
-            shutil.rmtree(dest)
-        os.rename(fresh, dest)
+            # the server's time, whatever the learner wrote (a folder named timestamp.txt fails here: refused)
+            with open(os.path.join(fresh, "timestamp.txt"), "w", encoding="utf-8") as fh:
+                fh.write(server_time(entry.time))
+            if os.path.isdir(dest):
+                shutil.rmtree(dest)
+            os.rename(fresh, dest)
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)   # on every way out, a failure's included
         self.log.info("Collected submission: %s %s (%s)", student, self.coursedir.assignment_id, entry.name)
 
     def _record_refusals(self) -> None:
-        """Each refused entry into the course's ``collect.json``: a note on its owner's status, and, for a
-        student none of whose entries was taken, the verdict ``unreadable`` with why."""
+        """The refused entries into the course's ``collect.json``: notes on each owner's status (see
+        :func:`_noted`), and, for a student none of whose entries was taken, the verdict ``unreadable`` with why."""
         if not self.refused:
             return
         path = os.path.join(self.coursedir.root, COLLECT_LOG)
         log = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
         taken = {r["username"] for r in self.src_records if r["filename"] not in self.refused}
         assignment = self.coursedir.assignment_id
+        by_owner = {}
         for name, (owner, why) in self.refused.items():
-            log.setdefault("problems", {}).setdefault(f"{owner}/{assignment}", []).append(f"refused hand-in: {why}")
+            by_owner.setdefault(owner, {})[name] = why
             student = name.split("+", 1)[0]
             if owner == student and student not in taken:
                 log.setdefault("unreadable", {})[f"{student}/{assignment}"] = f"its hand-in was refused: {why}"
+        for owner, refused in by_owner.items():
+            notes = log.setdefault("problems", {}).setdefault(f"{owner}/{assignment}", [])
+            notes[:] = _noted(notes, refused)
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(log, fh, indent=1)
+
+
+def _noted(notes: list, refused: dict) -> list:
+    """A status's ``notes`` with one note per refused entry (``refused``: entry name -> why): a note from an
+    earlier collect on the same entry is replaced, not repeated; at most :data:`SHOWN_REFUSALS` entries are
+    named, and when this collect refused more, one note says how many (replacing the last such note)."""
+    heads = {f"{REFUSED}{shown(name)}: ": why for name, why in refused.items()}
+    kept = [n for n in notes if not n.startswith(UNNAMED) and not any(n.startswith(h) for h in heads)]
+    named = sum(n.startswith(REFUSED) for n in kept)
+    fresh = [head + why for head, why in heads.items()][:max(0, SHOWN_REFUSALS - named)]
+    if len(fresh) == len(heads):
+        return kept + fresh
+    return kept + fresh + [f"{UNNAMED}{len(heads)}, {len(heads) - len(fresh)} of them not named here"]
 
 
 class OwnedReleaseFeedback(ExchangeReleaseFeedback):
@@ -166,7 +196,9 @@ class OwnedReleaseFeedback(ExchangeReleaseFeedback):
                 self.log.info("Released feedback for %s on %s/%s", student, self.coursedir.assignment_id, notebook_id)
             except (OSError, ValueError) as err:
                 why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-                skipped.append(f"{student} ({notebook_id}: {why})")
-                self.log.error("feedback not released for %s: %s", student, why)
+                skipped.append(f"{student} ({shown(notebook_id)}: {why})")   # a file name the learner chose
+                self.log.error("feedback not released for %s: %s", student, skipped[-1])
         if skipped:
-            self.fail(f"released the others' feedback; not released for {len(skipped)}: " + "; ".join(skipped))
+            more = f"; and {len(skipped) - SHOWN_REFUSALS} more" if len(skipped) > SHOWN_REFUSALS else ""
+            self.fail(f"released the others' feedback; not released for {len(skipped)}: "
+                      + "; ".join(skipped[:SHOWN_REFUSALS]) + more)

@@ -50,8 +50,20 @@ def parse_name(name: str, assignment: str) -> tuple[str, str]:
     the name has another shape or names another assignment (only the first two parts matter here)."""
     parts = name.rsplit("+", 3)
     if len(parts) != 4 or not parts[0] or parts[1] != assignment:
-        raise Refused(f"inbound entry {name!r} is not named <student>+{assignment}+<time>+<random>")
+        raise Refused(f"inbound entry {shown(name)} is not named <student>+{assignment}+<time>+<random>")
     return parts[0], parts[1]
+
+
+SHOWN_CHARS = 80
+"""Most characters of a learner's name for a file or entry quoted in a message (a path may be 4,096 bytes)."""
+
+
+def shown(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` quoted for a message to the instructor or a status: control and invisible characters escaped
+    (``repr``), cut in the middle to ``limit`` characters with an ellipsis (its start and end are what tell
+    names apart), so that a learner's file name can neither flood a message nor disguise itself."""
+    quoted = repr(text)
+    return quoted if len(quoted) <= limit else f"{quoted[:limit // 2]}…{quoted[-(limit - 1 - limit // 2):]}"
 
 
 def owner_name(uid: int) -> str:
@@ -69,18 +81,18 @@ def judge(inbound: str, name: str, assignment: str, max_files: int = MAX_FILES,
     Reads only metadata (``lstat``), and stops walking at ``max_files``: a hand-in of a million files or
     of a sparse 2 GB file costs about as little as a small one."""
     student, assignment = parse_name(name, assignment)
-    top = os.path.join(inbound, name)
+    what, top = f"inbound entry {shown(name)}", os.path.join(inbound, name)
     info = os.lstat(top)
     owner = owner_name(info.st_uid)
     entry = Entry(name, student, assignment, owner)
     try:
         uid = pwd.getpwnam(student).pw_uid
     except KeyError:
-        raise Refused(f"inbound entry {name!r} names {student!r}, who is no user here (owned by {owner})") from None
+        raise Refused(f"{what} names {shown(student)}, who is no user here (owned by {owner})") from None
     if info.st_uid != uid:
-        raise Refused(f"inbound entry {name!r} names {student} but is owned by {owner}: not taken as {student}'s")
+        raise Refused(f"{what} names {student} but is owned by {owner}: not taken as {student}'s")
     if not stat.S_ISDIR(info.st_mode):
-        raise Refused(f"inbound entry {name!r} is {file_kind(info.st_mode)}, not a folder")
+        raise Refused(f"{what} is {file_kind(info.st_mode)}, not a folder")
     entry.time, stack = info.st_ctime, [""]
     while stack:
         rel = stack.pop()
@@ -89,18 +101,18 @@ def judge(inbound: str, name: str, assignment: str, max_files: int = MAX_FILES,
                 path = os.path.join(rel, item.name)
                 st = item.stat(follow_symlinks=False)
                 if len(entry.files) >= max_files:
-                    raise Refused(f"inbound entry {name!r} holds more than {max_files} files and folders")
+                    raise Refused(f"{what} holds more than {max_files} files and folders")
                 if st.st_uid != uid:
-                    raise Refused(f"inbound entry {name!r}: {path} is owned by {owner_name(st.st_uid)}, not {student}")
+                    raise Refused(f"{what}: {shown(path)} is owned by {owner_name(st.st_uid)}, not {student}")
                 entry.time = max(entry.time, st.st_ctime)
                 if stat.S_ISDIR(st.st_mode):
                     stack.append(path)
                 elif stat.S_ISREG(st.st_mode):
                     entry.bytes += max(st.st_size, st.st_blocks * 512)  # a sparse file counts its full size
                     if entry.bytes > max_bytes:
-                        raise Refused(f"inbound entry {name!r} holds more than {max_bytes:,} bytes ({path})")
+                        raise Refused(f"{what} holds more than {max_bytes:,} bytes ({shown(path)})")
                 else:
-                    raise Refused(f"inbound entry {name!r}: {path} is {file_kind(st.st_mode)}; never read")
+                    raise Refused(f"{what}: {shown(path)} is {file_kind(st.st_mode)}; never read")
                 entry.files.append(path)
     return entry
 
@@ -114,28 +126,28 @@ def copy_entry(inbound: str, entry: Entry, dest: str, max_bytes: int = MAX_BYTES
     never following a link; Refused (``dest`` left partly written for the caller to remove) when anything
     changed since :func:`judge` so that it would now be refused."""
     uid = pwd.getpwnam(entry.student).pw_uid
-    top = os.open(os.path.join(inbound, entry.name), _DIR)
+    what, top = f"inbound entry {shown(entry.name)}", os.open(os.path.join(inbound, entry.name), _DIR)
     copied = 0
     try:
         if os.fstat(top).st_uid != uid:
-            raise Refused(f"inbound entry {entry.name!r} changed owner while it was collected")
+            raise Refused(f"{what} changed owner while it was collected")
         os.makedirs(dest, mode=0o755)
         for rel in sorted(entry.files, key=lambda p: p.count(os.sep)):
-            fd = _open_below(top, rel)
+            fd = _open_below(top, rel, what)
             try:
                 st = os.fstat(fd)
                 if st.st_uid != uid:
-                    raise Refused(f"inbound entry {entry.name!r}: {rel} changed owner while it was collected")
+                    raise Refused(f"{what}: {shown(rel)} changed owner while it was collected")
                 if stat.S_ISDIR(st.st_mode):
                     os.makedirs(os.path.join(dest, rel), mode=0o755, exist_ok=True)
                     continue
                 if not stat.S_ISREG(st.st_mode):
-                    raise Refused(f"inbound entry {entry.name!r}: {rel} is {file_kind(st.st_mode)}; never read")
+                    raise Refused(f"{what}: {shown(rel)} is {file_kind(st.st_mode)}; never read")
                 with open(os.path.join(dest, rel), "wb") as out:
                     while chunk := os.read(fd, 1 << 20):
                         copied += len(chunk)
                         if copied > max_bytes:
-                            raise Refused(f"inbound entry {entry.name!r} grew past {max_bytes:,} bytes while collected")
+                            raise Refused(f"{what} grew past {max_bytes:,} bytes while collected")
                         out.write(chunk)
             finally:
                 os.close(fd)
@@ -143,7 +155,7 @@ def copy_entry(inbound: str, entry: Entry, dest: str, max_bytes: int = MAX_BYTES
         os.close(top)
 
 
-def _open_below(top: int, rel: str) -> int:
+def _open_below(top: int, rel: str, what: str) -> int:
     """A descriptor for ``rel`` under the folder ``top``, each part opened relative to the last with
     ``O_NOFOLLOW`` (a link at any level fails with ``ELOOP`` or ``ENOTDIR``: Refused)."""
     parts, fd = rel.split(os.sep), top
@@ -158,4 +170,4 @@ def _open_below(top: int, rel: str) -> int:
     except OSError as err:
         if fd != top:
             os.close(fd)
-        raise Refused(f"{rel} cannot be opened without following a link ({err.strerror})") from None
+        raise Refused(f"{what}: {shown(rel)} cannot be opened without following a link ({err.strerror})") from None

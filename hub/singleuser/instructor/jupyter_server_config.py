@@ -18,3 +18,7 @@ c.ServerApp.terminado_settings = {
 # server forbids every frame by default (frame-ancestors 'none'), so the tab stayed blank; 'self' lets this
 # server's own pages frame it and still no other site.
 c.ServerApp.tornado_settings = {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}
+
+# Formgrader in a tab of its own links an assignment's name and its Preview to /tree/... at the site's root, the
+# hub's, not this server's (404); pagedkv_formgrader_links (hub/singleuser/python) puts them under this server.
+c.ServerApp.jpserver_extensions.update({"pagedkv_formgrader_links": True})

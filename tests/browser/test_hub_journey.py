@@ -3,7 +3,10 @@
 Three real system users (``pkv-hub-instructor``, ``pkv-hub-learner1``, ``pkv-hub-learner2``) sign up on a
 hub started with ``make hub`` on a free loopback port, with a test-private exchange, hub state, homes and
 course copy under one tmp folder. Each user drives their own JupyterLab in chromium. The instructor
-grades with the course's own ``make autograde feedback report`` in their JupyterLab terminal. Screenshots
+grades with the course's own ``make autograde feedback report`` in their JupyterLab terminal. learner2 is
+also the attacker of issue 37: they try to sign up as the instructor, hand in as learner1, hand in a link to the
+solutions, the instructor's solution notebook, a backdated ``timestamp.txt``, a malformed entry and a 2 GB file;
+what the instructor sees (formgrader, ``status.csv``, the report, grades, feedback) is asserted. Screenshots
 of each step go to ``artifacts/browser/hub/``. Whatever happens, the hub is stopped by its pid, every
 process of the test is checked gone, and the users, homes and folders are removed.
 """
@@ -24,7 +27,9 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 
@@ -42,6 +47,8 @@ PREDICTION_MIME = "application/vnd.pagedkv.prediction+json"   # how a committed 
 PASSWORD = "correct-horse-battery-staple"
 SHOTS = ARTIFACTS / "hub"
 ACCOUNTS = [sys.executable, str(REPO / "hub" / "accounts.py")]
+BACKDATED = "2000-01-01 00:00:00.000000 UTC"   # attack 5: the time an attacker writes into their timestamp.txt
+MALFORMED = f"nobody+{ASSIGNMENT}+not-a-time+x"   # attack 4: nbgrader's own collect fails parsing its time
 
 
 def points(notebook: Path) -> tuple[float, float]:
@@ -56,13 +63,14 @@ def points(notebook: Path) -> tuple[float, float]:
 
 
 def answered(released: dict, source: dict, wrong: bool) -> dict:
-    """``released`` with every answer cell replaced by the solution's, or (``wrong``) its code answers by wrong values."""
+    """``released`` with every answer cell replaced by the solution's answer, or (``wrong``) its code answers by wrong
+    values."""
     solutions = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in source["cells"]
                  if c["metadata"].get("nbgrader", {}).get("solution")}
     for cell in released["cells"]:
         gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
-        if gid in solutions and not wrong:
-            cell["source"] = solutions[gid]
+        if gid in solutions and not wrong:   # typed in as a learner would: no solution markers
+            cell["source"] = re.sub(r"[ \t]*### (BEGIN|END) SOLUTION\n?", "", solutions[gid])
         elif gid in solutions and cell["cell_type"] == "code":
             cell["source"] = _wrong(solutions[gid])
     return released
@@ -380,6 +388,11 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         formgrader_click(teacher, "release")
         teacher.shot("02-formgrader-released")
         assert (tmp / "exchange" / "pagedkv" / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").exists()
+        for link in ("name", "preview"):   # formgrader's own page: the set's name and Preview open its folders
+            anchor = teacher.page.locator(f"tr:has(td.name:has-text('{ASSIGNMENT}')) td.{link} a").first
+            href = anchor.get_attribute("href")
+            got = teacher.page.request.get(urljoin(teacher.page.url, href or ""))
+            assert got.status == 200 and ASSIGNMENT in (href or ""), (link, href, got.status)
         step("release from formgrader")
 
         # roles: a learner has no formgrader, in the menu or at /formgrader, and cannot open the instructor's server
@@ -479,10 +492,26 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         made = subprocess.run(["runuser", "-u", LEARNER2, "--", "/usr/bin/python3", "-c", forge], capture_output=True,
                               text=True, input=json.dumps(released), cwd="/")   # the blank release: 0 points
         assert made.returncode == 0, made.stderr
+        # attacks 3-5, as learner2: they hand in the instructor's own solution notebook through their Assignment List
+        # (3), then backdate its timestamp.txt (5), and leave an empty folder with a malformed name and a 2 GB file (4)
+        before = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+        leaked = hand_in(two, inbound, source)
+        big = inbound / f"{LEARNER2}+{ASSIGNMENT}+{later}+big"
+        attack = (f"import os\nopen({str(leaked / 'timestamp.txt')!r}, 'w').write({BACKDATED!r})\n"
+                  f"os.mkdir({str(inbound / MALFORMED)!r})\nos.mkdir({str(big)!r})\n"
+                  f"fd = os.open({str(big / 'big.bin')!r}, os.O_WRONLY | os.O_CREAT, 0o600)\n"
+                  "os.posix_fallocate(fd, 0, 2 * 2**30)\n")
+        made = subprocess.run(["runuser", "-u", LEARNER2, "--", "/usr/bin/python3", "-c", attack], capture_output=True,
+                              text=True, cwd="/")
+        assert made.returncode == 0, made.stderr
+        step("attacks 1-5 (learner2)")
 
         # 4. the instructor collects (formgrader), grades with the course's make targets (terminal), releases feedback
         said = formgrader_click(teacher, "collect", modal="#error-modal")   # the others collected, the forgeries named
         assert f"names {LEARNER1} but is owned by {LEARNER2}" in said and "symbolic link" in said, said[:3000]
+        assert f"{MALFORMED!r}" in said and "more than 104,857,600 bytes" in said, said[:3000]   # attack 4 named
+        stamp = (course / "submitted" / LEARNER2 / ASSIGNMENT / "timestamp.txt").read_text()
+        assert datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f UTC") >= before, stamp   # attack 5: the server's time
         teacher.shot("07-formgrader-collected")
         assert sorted(p.name for p in (course / "submitted").iterdir()) == [LEARNER1, LEARNER2]
         step("collect from formgrader")
@@ -500,14 +529,24 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         assert f"### {GATE} (lessons)" in predictions and LEARNER1 not in predictions, predictions[:3000]
         with open(course / "grades.csv", newline="") as f:
             grades = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f)}
-        assert grades == {LEARNER1: auto, LEARNER2: 0.0}, grades
+        assert grades == {LEARNER1: auto, LEARNER2: auto}, grades   # the leaked solution graded as it is, and:
+        with open(course / "status.csv", newline="") as f:
+            status = {r["student_id"]: r for r in csv.DictReader(f) if r["assignment"] == ASSIGNMENT}
+        theirs = status[LEARNER2]
+        assert status[LEARNER1]["status"] == "ok", status[LEARNER1]
+        assert "leaked solution" in theirs["status"] and f"{MALFORMED!r}" in theirs["details"], theirs
+        flags = report[report.index("## Flags"):report.index("## Status")]
+        assert "leaked solution" in flags and ASSIGNMENT in flags, flags[:3000]
+        handed = {s["student"]: s["timestamp"] for s in teacher.api("GET", f"formgrader/api/submissions/{ASSIGNMENT}")}
+        shown_time = datetime.fromisoformat(handed[LEARNER2]).replace(tzinfo=None)
+        assert shown_time >= before, handed   # formgrader shows the server's time, not the learner's
         step("make autograde feedback report (terminal)")
         formgrader_click(teacher, "release-feedback")
         teacher.shot("09-formgrader-feedback-released")
         step("release feedback from formgrader")
 
         # 5. each learner fetches their feedback and sees their own score
-        for user, score in ((one, auto), (two, 0.0)):
+        for user, score in ((one, auto), (two, auto)):
             panel = user.assignment_list()
             row(panel, ASSIGNMENT).locator("button:text-is('Fetch Feedback')").first.click()
             link = row(panel, ASSIGNMENT).locator("a:text-is('view feedback'), a:has-text('feedback')").first
@@ -539,7 +578,7 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         run_in_terminal(teacher, course, "make export", "13-instructor-export")
         with open(course / "grades.csv", newline="") as f:
             rows = [(r["student_id"], r["assignment"], float(r["raw_score"])) for r in csv.DictReader(f)]
-        assert sorted(rows) == [(LEARNER1, ASSIGNMENT, total), (LEARNER2, ASSIGNMENT, 0.0)], rows
+        assert sorted(rows) == [(LEARNER1, ASSIGNMENT, total), (LEARNER2, ASSIGNMENT, auto)], rows
         home = Path(pwd.getpwnam(INSTRUCTOR).pw_dir)
         assert not (home / "gradebook.db").exists(), "formgrader made a second gradebook in the instructor's home"
         step("written answers graded in formgrader, make export")
@@ -653,6 +692,24 @@ def probe_notebook(attempts: dict[str, str]) -> dict:
 def row(panel, assignment: str):
     """The Assignment List's row of ``assignment`` (the list also holds the released ``lessons``)."""
     return panel.locator(".list_item").filter(has_text=assignment)
+
+
+def hand_in(user: HubUser, inbound: Path, notebook: dict) -> Path:
+    """``user`` saves ``notebook`` as their set and presses Submit in their Assignment List; the new inbound
+    entry, once the submit has finished (every path in it closed to others, as ``pagedkv_exchange`` leaves it)."""
+    earlier = set(inbound.glob(f"{user.name}+{ASSIGNMENT}+*"))
+    user.api("PUT", f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
+             {"type": "notebook", "format": "json", "content": notebook})
+    row(user.assignment_list(), ASSIGNMENT).locator("button:text-is('Submit')").first.click()
+    deadline = time.monotonic() + 120
+    while True:
+        new = sorted(set(inbound.glob(f"{user.name}+{ASSIGNMENT}+*")) - earlier)
+        files = ("timestamp.txt", "submission_secret.txt", f"{ASSIGNMENT}.ipynb")
+        paths = [new[0], *(new[0] / f for f in files)] if new else []
+        if paths and all(p.exists() and not p.stat().st_mode & 0o007 for p in paths):
+            return new[0]
+        assert time.monotonic() < deadline, f"no finished hand-in of {user.name} in {sorted(inbound.iterdir())}"
+        user.page.wait_for_timeout(500)
 
 
 def formgrader_click(user: HubUser, action: str, modal: str = "#success-modal") -> str:

@@ -61,9 +61,12 @@ export(SECRET, ROSTER.values(), STATE / "signup-codes.csv")
 print(f"sign-up codes for every roster id: {STATE / 'signup-codes.csv'} (send each learner theirs); instructors: "
       + ", ".join(f"{m.id} {code_for(SECRET, m.id)}" for m in ROSTER.values() if m.role == "instructor"), file=sys.stderr)
 # Instructors are not hub admins: an admin can open any learner's server. The operator may make them admins
-# (make hub ADMINS=1), and only then may admins open users' servers (admin_access).
+# (make hub ADMINS=1), and only then may admins open users' servers (admin_access). The admin role's members are
+# listed exactly, so each start sets them: Authenticator.admin_users only adds, and an instructor made admin once
+# stayed admin in the hub's database after ADMINS was unset (JupyterHub's admin_users help says so).
 ADMINS = os.environ.get("PAGEDKV_HUB_ADMINS", "") == "1"
-c.Authenticator.admin_users = {m.id for m in ROSTER.values() if m.role == "instructor"} if ADMINS else set()
+c.JupyterHub.load_roles = [
+    {"name": "admin", "users": sorted(m.id for m in ROSTER.values() if m.role == "instructor") if ADMINS else []}]
 c.JupyterHub.admin_access = ADMINS
 c.NativeAuthenticator.open_signup = False       # a name not on the roster signs up but can never log in
 c.NativeAuthenticator.minimum_password_length = 10

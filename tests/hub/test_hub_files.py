@@ -152,7 +152,7 @@ def test_jupyterhub_loads_the_config_with_the_roster(tmp_path):
     config = json.loads(proc.stdout)   # sets come as their repr
     assert config["JupyterHub"]["bind_url"] == "http://127.0.0.1:18000"
     assert ast.literal_eval(config["Authenticator"]["allowed_users"]) == {"instructor", "learner1", "learner2"}
-    assert ast.literal_eval(config["Authenticator"]["admin_users"]) == set(), "no instructor may open learners' servers"
+    assert config["JupyterHub"]["load_roles"] == [{"name": "admin", "users": []}], "no instructor may open learners' servers"
     assert config["JupyterHub"]["admin_access"] is False
     codes = (tmp_path / "signup-codes.csv").read_text().splitlines()
     assert len(codes) == 4 and (tmp_path / "signup-codes.csv").stat().st_mode & 0o077 == 0, codes
@@ -161,7 +161,7 @@ def test_jupyterhub_loads_the_config_with_the_roster(tmp_path):
     proc = subprocess.run([str(BIN / "jupyterhub"), "-f", str(HUB / "jupyterhub_config.py"), "--show-config-json"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     config = json.loads(proc.stdout)
-    assert ast.literal_eval(config["Authenticator"]["admin_users"]) == {"instructor"}
+    assert config["JupyterHub"]["load_roles"] == [{"name": "admin", "users": ["instructor"]}]
     assert config["JupyterHub"]["admin_access"] is True
     assert config["ConfigurableHTTPProxy"]["command"][0].endswith("hub/node_modules/.bin/configurable-http-proxy")
 

@@ -6,7 +6,8 @@ internal processes" rule; the machine's real root is exempt): writing ``+memory`
 runtimes and systemd's delegated units do, the hub keeps its own group as a parent with no processes: if the
 write is refused, every process in it (the hub, and what it started) moves into the leaf
 ``<hub's group>/pagedkv-hub``, then the controllers are enabled and the learners' groups live in
-``<hub's group>/pagedkv-learners/<user>``. v1 has no such rule: ``<hub's group in each tree>/pagedkv-<user>``.
+``<hub's group>/pagedkv-learners/pagedkv-<user>``. v1 has no such rule: ``<hub's group in each
+tree>/pagedkv-<user>``.
 Every write here is read back; what did not take raises :class:`CgroupError` naming the file.
 """
 from __future__ import annotations

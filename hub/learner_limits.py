@@ -50,7 +50,7 @@ def user_groups(user: str, create: bool = False) -> dict[str, Path]:
     """``{controller: folder}`` of ``user``'s groups (v2: one folder under the key ``""``); ``create`` makes the
     learners' v2 parent ready for them (cgroup_tree.learners_parent)."""
     if is_v2():
-        return {"": learners_parent(create=create) / user}
+        return {"": learners_parent(create=create) / f"pagedkv-{user}"}
     return {c: own_group(ROOT, c) / f"pagedkv-{user}" for c in ("memory", "cpu", "pids")}
 
 

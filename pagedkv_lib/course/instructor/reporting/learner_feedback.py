@@ -9,6 +9,7 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
@@ -105,8 +106,52 @@ def polish(page: str, titles: dict) -> str:
     page = re.sub(r"<html(?![^>]*\blang=)", '<html lang="en"', page, count=1)   # for screen readers
     # the score is the page's title: an H1 (nbgrader draws an H4 above the notebook's own H1s, which
     # puts the heading levels out of order for a screen reader's list of headings)
-    page = re.sub(r"<h4>(.*?\(Score: .*?)</h4>", r'<h1 class="feedback-score">\1</h1>', page, count=1, flags=re.DOTALL)
+    page = score_as_h1(page)
     return page.replace("</head>", _WRAP_CSS + _CONTRAST_CSS + _SCORE_CSS + "\n</head>", 1)
+
+
+class _ScoreHeading(HTMLParser):
+    """Where the page's score heading is: the first ``<h4>`` whose own text holds "(Score: ", read as HTML (a
+    pattern over the text could run from one heading's start tag to another's end)."""
+
+    def __init__(self, page: str):
+        super().__init__(convert_charrefs=True)
+        self.starts = [0]
+        for line in page.split("\n"):
+            self.starts.append(self.starts[-1] + len(line) + 1)
+        self.open, self.text, self.found = None, [], None
+        self.feed(page)
+        self.close()
+
+    def _offset(self) -> int:
+        line, col = self.getpos()
+        return self.starts[line - 1] + col
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "h4" and self.found is None:
+            at = self._offset()
+            self.open, self.text = (at, at + len(self.get_starttag_text())), []
+
+    def handle_data(self, data):
+        if self.open is not None:
+            self.text.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "h4" and self.open is not None:
+            if self.found is None and "(Score: " in "".join(self.text):
+                self.found = (*self.open, self._offset())
+            self.open = None
+
+
+def score_as_h1(page: str) -> str:
+    """``page`` with its score heading (nbgrader's ``<h4>``) made its ``<h1 class="feedback-score">``; as it was
+    if it has none."""
+    found = _ScoreHeading(page).found
+    if found is None:
+        return page
+    start_tag, inner_start, end_tag = found
+    return (page[:start_tag] + '<h1 class="feedback-score">' + page[inner_start:end_tag] + "</h1>"
+            + page[page.index(">", end_tag) + 1:])
 
 
 _SCORE_CSS = "<style>h1.feedback-score { font-size: 18px; margin: 10px 0; }</style>"
@@ -147,10 +192,10 @@ def _numbers_note_for(page: Path, course_dir: Path) -> str | None:
     return numbers_note(submitted, graded)
 
 
-def polish_all(feedback_dir: Path, releases: dict, course_dir: Path | None = None) -> list[Path]:
-    """Polish every ``feedback/<student>/<assignment>/*.html`` page in place; return the pages. With
-    ``course_dir``, a page whose notebook was graded on other numbers than it showed says so under its title."""
-    pages = sorted(Path(feedback_dir).glob("*/*/*.html"))
+def polish_all(feedback_dir: Path, releases: dict, course_dir: Path | None = None, pages=None) -> list[Path]:
+    """Polish every ``feedback/<student>/<assignment>/*.html`` page in place (or only ``pages``); return the pages.
+    With ``course_dir``, a page whose notebook was graded on other numbers than it showed says so under its title."""
+    pages = sorted(Path(feedback_dir).glob("*/*/*.html") if pages is None else pages)
     for page in pages:
         release = releases.get(page.parent.name)
         titles = question_titles(release) if release else {}
@@ -170,12 +215,16 @@ def feedback(course_dir=".") -> list[Path]:
     root = Path(course_dir)
     graded = sorted({(p.parent.parent.name, p.parent.name) for p in (root / AUTOGRADED).glob("*/*/*.ipynb")})
     names, errors = sorted({a for _, a in graded}), []
+    # a page left from an earlier run is not this run's: it neither stands for a page nbgrader failed to
+    # write now nor is polished a second time (its styles would be added again)
+    earlier = {p: p.stat().st_mtime_ns for p in (root / FEEDBACK).glob("*/*/*.html")}
     for name in names:
         try:
             nbgrader("generate_feedback", name, "--force", course_dir=root)
         except PagedKVError as err:   # nbgrader goes on past a bad notebook, then exits non-zero
             errors.append(str(err)[-1500:])
-    pages = polish_all(root / FEEDBACK, release_notebooks(cached_releases(root, names)), root)
+    written = [p for p in (root / FEEDBACK).glob("*/*/*.html") if earlier.get(p) != p.stat().st_mtime_ns]
+    pages = polish_all(root / FEEDBACK, release_notebooks(cached_releases(root, names)), root, written)
     made = {(p.parent.parent.name, p.parent.name) for p in pages}
     if missing := [f"{s}/{a}" for s, a in graded if (s, a) not in made]:
         raise PagedKVError(f"feedback written for the others ({len(pages)} pages); none for {', '.join(missing)}"

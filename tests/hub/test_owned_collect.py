@@ -7,6 +7,7 @@ defence can fail, then refused by ``pagedkv_collect.OwnedCollect`` while the oth
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pwd
 import secrets
@@ -345,3 +346,14 @@ def test_a_hand_in_that_fails_midway_leaves_no_partial_copy(course, users):
         collect(course)
     assert "could not be collected (Is a directory)" in str(err.value) and str(course) not in str(err.value)
     assert sorted(p.name for p in (course / "course" / "submitted").rglob("*")) == [users["victim"]]
+
+
+def test_a_taken_entrys_name_is_quoted_short_in_collects_log(course, users, caplog):
+    """Formgrader shows collect's log: the name of an entry that is taken is the learner's words there too."""
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    folder = entry(inbound, users["victim"], users["victim"])
+    folder.rename(inbound / f"{users['victim']}+{ASSIGNMENT}+{'t' * 200}\x1b[2J+x")
+    caplog.set_level(logging.INFO, logger="traitlets")
+    collect(course)
+    said = [r.getMessage() for r in caplog.records if "Collected submission" in r.getMessage()]
+    assert said and all("\x1b" not in m and len(m) < 200 for m in said), said

@@ -137,7 +137,7 @@ class OwnedCollect(ExchangeCollect):
             os.rename(fresh, dest)
         finally:
             shutil.rmtree(fresh, ignore_errors=True)   # on every way out, a failure's included
-        self.log.info("Collected submission: %s %s (%s)", student, self.coursedir.assignment_id, entry.name)
+        self.log.info("Collected submission: %s %s (%s)", student, self.coursedir.assignment_id, shown(entry.name))
 
     def _record_refusals(self) -> None:
         """The refused entries into the course's ``collect.json``: notes on each owner's status (see
@@ -193,7 +193,8 @@ class OwnedReleaseFeedback(ExchangeReleaseFeedback):
                 tmp = os.path.join(self.dest_path, f"{name}-tmp.html")
                 shutil.copy(html, tmp)
                 os.replace(tmp, os.path.join(self.dest_path, f"{name}.html"))
-                self.log.info("Released feedback for %s on %s/%s", student, self.coursedir.assignment_id, notebook_id)
+                self.log.info("Released feedback for %s on %s/%s", student, self.coursedir.assignment_id,
+                              shown(notebook_id))
             except (OSError, ValueError) as err:
                 why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
                 skipped.append(f"{student} ({shown(notebook_id)}: {why})")   # a file name the learner chose

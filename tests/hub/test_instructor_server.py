@@ -1,5 +1,5 @@
-"""The instructor's server settings on the hub: formgrader may be framed by the lab page, and the terminal
-opens in the course with its tools first on PATH (real bash). That make leaves the root-owned venv alone
+"""The instructor's server settings on the hub: formgrader's pages, and no other, may be framed by the lab page
+(a real server's answers), and the terminal opens in the course with its tools first on PATH (real bash). That make leaves the root-owned venv alone
 is checked as the instructor in tests/browser/test_hub_journey.py (root may write every folder)."""
 import runpy
 import subprocess
@@ -10,9 +10,8 @@ from traitlets.config import Config
 HERE = Path(__file__).resolve().parents[2] / "hub" / "singleuser" / "instructor"
 
 
-def test_formgrader_may_be_framed_by_its_own_server_only():
+def test_the_terminal_is_bash_with_the_course_rc():
     c = runpy.run_path(str(HERE / "jupyter_server_config.py"), init_globals={"get_config": Config})["c"]
-    assert c.ServerApp.tornado_settings["headers"]["Content-Security-Policy"] == "frame-ancestors 'self'"
     shell = c.ServerApp.terminado_settings["shell_command"]
     assert shell[0] == "/bin/bash" and Path(shell[shell.index("--rcfile") + 1]).is_file()
 

@@ -15,9 +15,10 @@ c.ServerApp.terminado_settings = {
                                                            "terminal_rc.sh"), "-i"]}
 
 # Formgrader opens from the Nbgrader menu in a frame of the lab page, the same origin. JupyterHub's single-user
-# server forbids every frame by default (frame-ancestors 'none'), so the tab stayed blank; 'self' lets this
-# server's own pages frame it and still no other site.
-c.ServerApp.tornado_settings = {"headers": {"Content-Security-Policy": "frame-ancestors 'self'"}}
+# server forbids every frame (frame-ancestors 'none'), so the tab stayed blank. Here nothing may frame this server's
+# pages but formgrader's, which pages of the same site may (pagedkv_frames, hub/singleuser/python).
+c.ServerApp.tornado_settings = {"headers": {"Content-Security-Policy": "frame-ancestors 'none'"}}
+c.ServerApp.jpserver_extensions.update({"pagedkv_frames": True})
 
 # Formgrader in a tab of its own links an assignment's name and its Preview to /tree/... at the site's root, the
 # hub's, not this server's (404); pagedkv_formgrader_links (hub/singleuser/python) puts them under this server.

@@ -5,7 +5,8 @@ internal processes" rule; the machine's real root is exempt): writing ``+memory`
 ``cgroup.subtree_control`` of the hub's own group fails with EBUSY while the hub runs in it. So, as container
 runtimes and systemd's delegated units do, the hub keeps its own group as a parent with no processes: if the
 write is refused, every process in it (the hub, and what it started) moves into the leaf
-``<hub's group>/pagedkv-hub``, then the controllers are enabled and the learners' groups live in
+``<hub's group>/pagedkv-hub``, then the controllers are enabled (where the hub's group was not given them, first
+in every group from the tree's root down to it) and the learners' groups live in
 ``<hub's group>/pagedkv-learners/pagedkv-<user>``. v1 has no such rule: ``<hub's group in each
 tree>/pagedkv-<user>``.
 Every write here is read back; what did not take raises :class:`CgroupError` naming the file.
@@ -77,19 +78,32 @@ def evacuate(group: Path, tries: int = 5) -> Path:
     raise CgroupError(errno.EBUSY, f"processes keep arriving in {group}; cannot empty it into {leaf}")
 
 
+def give_down(root: Path, group: Path, controllers: tuple[str, ...]) -> None:
+    """Enable ``controllers`` in every group from the tree's ``root`` down to ``group``'s parent, so that
+    ``group`` has them. Raises CgroupError saying what the operator must change where one is refused (a group
+    on the way that holds processes)."""
+    for ancestor in reversed(group.parents):
+        if ancestor == root or root in ancestor.parents:
+            try:
+                enable(ancestor, controllers)
+            except OSError as err:
+                raise CgroupError(errno.EPERM, f"cgroup v2 controllers {list(controllers)} are not given to the hub's "
+                                  f"group {group}, and {ancestor / 'cgroup.subtree_control'} refused them "
+                                  f"({err.strerror or err}), so learners cannot be bounded: enable them there, or "
+                                  "under systemd run the hub in a unit with Delegate=yes") from err
+
+
 def learners_parent(root: Path = ROOT, controllers: tuple[str, ...] = CONTROLLERS, create: bool = True) -> Path:
     """The v2 group whose children are the learners' groups, with ``controllers`` enabled for them (``create``:
-    made so now, moving the hub into its leaf if the rule asks; else only the path). Raises CgroupError saying
-    what the operator must change when the hub's group was given no such controllers."""
+    made so now: given down the path from the tree's root, and the hub moved into its leaf if the rule asks;
+    else only the path). Raises CgroupError saying what the operator must change where the kernel refuses."""
     hub = hub_group(root)
     parent = hub / LEARNERS
     if not create:
         return parent
-    lacking = sorted(set(controllers) - _words(hub / "cgroup.controllers"))
+    lacking = tuple(sorted(set(controllers) - _words(hub / "cgroup.controllers")))
     if lacking:
-        raise CgroupError(errno.EPERM, f"cgroup v2 controllers {lacking} are not given to the hub's group {hub} "
-                          "(its parent's cgroup.subtree_control lacks them), so learners cannot be bounded: "
-                          "enable them there, or under systemd run the hub in a unit with Delegate=yes")
+        give_down(root, hub, lacking)
     try:
         enable(hub, controllers)
     except OSError as err:

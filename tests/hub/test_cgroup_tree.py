@@ -94,10 +94,21 @@ def test_a_hub_in_a_busy_group_moves_to_a_leaf_and_its_learners_get_the_controll
         (busy_group / LEARNERS / "x" / "cgroup.controllers").read_text().split()
 
 
-def test_a_hub_given_no_controllers_is_told_what_to_change(busy_group):
+def test_a_controller_the_hubs_parent_lacks_is_given_down_the_path(busy_group):
     inner = busy_group / "inner"   # busy_group enables nothing for its children
     inner.mkdir()
-    said = _standin(inner)[0]
-    assert said.startswith("refused:") and f"[{CONTROLLER!r}] are not given to the hub's group {inner}" in said
-    assert "Delegate=yes" in said
+    assert _standin(inner)[0] == str(inner / LEARNERS)
+    assert CONTROLLER in (busy_group / "cgroup.subtree_control").read_text().split()
 
+
+def test_a_group_on_the_way_that_holds_processes_is_named_with_what_to_change(busy_group):
+    inner = busy_group / "inner"
+    inner.mkdir()
+    squatter = subprocess.Popen(["sleep", "60"], preexec_fn=_join(busy_group))   # so busy_group may enable nothing
+    try:
+        said = _standin(inner)[0]
+    finally:
+        squatter.kill()
+        squatter.wait()
+    assert said.startswith("refused:") and f"{busy_group / 'cgroup.subtree_control'} refused them" in said, said
+    assert "Delegate=yes" in said

@@ -12,6 +12,7 @@ process of the test is checked gone, and the users, homes and folders are remove
 """
 from __future__ import annotations
 
+import copy
 import csv
 import fcntl
 import importlib.util
@@ -76,15 +77,27 @@ def answered(released: dict, source: dict, wrong: bool) -> dict:
     return released
 
 
-def _wrong(solution: str) -> str:
-    """The solution block replaced by a wrong answer: ``return -1`` in a function, else the name bound to -1."""
+def leaked_solution(source: dict) -> dict:
+    """The instructor's solution notebook, solution markers and hidden tests in it, as a learner who got the file
+    hands it in; its code answers wrong between the markers, so that grading it stays quick (attack 3)."""
+    nb = copy.deepcopy(source)
+    for cell in nb["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("solution") and cell["cell_type"] == "code":
+            cell["source"] = _wrong("".join(cell["source"]), markers=True)
+    return nb
+
+
+def _wrong(solution: str, markers: bool = False) -> str:
+    """The solution block replaced by a wrong answer: ``return -1`` in a function, else the name bound to -1;
+    with ``markers``, inside the solution's own BEGIN/END SOLUTION lines."""
     head, rest = solution.split("### BEGIN SOLUTION", 1)
     indent = re.search(r"\n([ \t]*)$", head).group(1)
     tail = rest.split("### END SOLUTION", 1)[1]
-    if indent:
-        return f"{head}return -1  # wrong{tail}"
-    name = re.findall(r"^(\w+) = None", head, re.M)[-1]
-    return f"{head}{name} = -1  # wrong{tail}"
+    name = "return" if indent else re.findall(r"^(\w+) = None", head, re.M)[-1] + " ="
+    wrong = f"{name} -1  # wrong"
+    if markers:
+        wrong = f"### BEGIN SOLUTION\n{indent}{wrong}\n{indent}### END SOLUTION"
+    return f"{head}{wrong}{tail}"
 
 
 class HubUser:
@@ -495,9 +508,9 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         # attacks 3-5, as learner2: they hand in the instructor's own solution notebook through their Assignment List
         # (3), then backdate its timestamp.txt (5), and leave an empty folder with a malformed name and a 2 GB file (4)
         before = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
-        leaked = hand_in(two, inbound, source)
+        theirs_now = hand_in(two, inbound, leaked_solution(source))
         big = inbound / f"{LEARNER2}+{ASSIGNMENT}+{later}+big"
-        attack = (f"import os\nopen({str(leaked / 'timestamp.txt')!r}, 'w').write({BACKDATED!r})\n"
+        attack = (f"import os\nopen({str(theirs_now / 'timestamp.txt')!r}, 'w').write({BACKDATED!r})\n"
                   f"os.mkdir({str(inbound / MALFORMED)!r})\nos.mkdir({str(big)!r})\n"
                   f"fd = os.open({str(big / 'big.bin')!r}, os.O_WRONLY | os.O_CREAT, 0o600)\n"
                   "os.posix_fallocate(fd, 0, 2 * 2**30)\n")
@@ -529,7 +542,7 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         assert f"### {GATE} (lessons)" in predictions and LEARNER1 not in predictions, predictions[:3000]
         with open(course / "grades.csv", newline="") as f:
             grades = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f)}
-        assert grades == {LEARNER1: auto, LEARNER2: auto}, grades   # the leaked solution graded as it is, and:
+        assert grades == {LEARNER1: auto, LEARNER2: 0.0}, grades   # the leaked solution graded as it is, and:
         with open(course / "status.csv", newline="") as f:
             status = {r["student_id"]: r for r in csv.DictReader(f) if r["assignment"] == ASSIGNMENT}
         theirs = status[LEARNER2]
@@ -546,7 +559,7 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         step("release feedback from formgrader")
 
         # 5. each learner fetches their feedback and sees their own score
-        for user, score in ((one, auto), (two, auto)):
+        for user, score in ((one, auto), (two, 0.0)):
             panel = user.assignment_list()
             row(panel, ASSIGNMENT).locator("button:text-is('Fetch Feedback')").first.click()
             link = row(panel, ASSIGNMENT).locator("a:text-is('view feedback'), a:has-text('feedback')").first
@@ -578,7 +591,7 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         run_in_terminal(teacher, course, "make export", "13-instructor-export")
         with open(course / "grades.csv", newline="") as f:
             rows = [(r["student_id"], r["assignment"], float(r["raw_score"])) for r in csv.DictReader(f)]
-        assert sorted(rows) == [(LEARNER1, ASSIGNMENT, total), (LEARNER2, ASSIGNMENT, auto)], rows
+        assert sorted(rows) == [(LEARNER1, ASSIGNMENT, total), (LEARNER2, ASSIGNMENT, 0.0)], rows
         home = Path(pwd.getpwnam(INSTRUCTOR).pw_dir)
         assert not (home / "gradebook.db").exists(), "formgrader made a second gradebook in the instructor's home"
         step("written answers graded in formgrader, make export")

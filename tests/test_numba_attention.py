@@ -81,7 +81,7 @@ def test_moving_blocks_and_renaming_them_in_the_table_changes_no_bit(na):
 
 @settings(max_examples=40, deadline=None)
 @given(lens=st.lists(st.integers(1, 70), min_size=1, max_size=6), S=st.sampled_from([1, 3, 8, 16]),
-       num_kv_heads=st.integers(1, 3), group=st.sampled_from([1, 2, 4, 8]), head_dim=st.sampled_from([1, 8, 24]),
+       num_kv_heads=st.integers(1, 3), group=st.sampled_from([1, 2, 4, 6, 8]), head_dim=st.sampled_from([1, 8, 24]),
        dtype=st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
        shuffle=st.booleans(), scale=st.one_of(st.none(), st.floats(0.01, 3.0)), seed=st.integers(0, 99))
 def test_matches_paged_decode_online_on_random_batches(na, lens, S, num_kv_heads, group, head_dim, dtype,

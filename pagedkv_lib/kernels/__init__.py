@@ -6,7 +6,8 @@
 * :mod:`.contiguous_decode`, :mod:`.contiguous_kernel`: the same program on a contiguous cache, the
   control that shows what paging's indirection costs alone (fallback: torch's SDPA).
 * :mod:`.launch`: numpy views of tensors, and the plain threads both kernels run on.
-* :mod:`.prefetch`: LLVM's prefetch, callable from numba, which both programs use.
+* :mod:`.prefetch`: LLVM's prefetch, callable from numba (the programs used it until issue 39;
+  ``benchmarks/kernel_pieces.py`` still does).
 * :mod:`.bandwidth`: the bytes one decode step must read, ``decode_step_read_bytes``.
 * :mod:`.timing`: ``measure_decode_speed()``, every way of reading one batch, timed live against
   the copy bandwidth.

@@ -7,10 +7,16 @@ when a kernel is first needed, and falls back to torch if that fails.
 
 The program keeps the Triton kernel's shape: a loop over the request's blocks through its block
 table and an online softmax (``m``, ``l``, ``acc``), every K/V row read where it lies in the cache.
-One thing in it is for the CPU only: it asks for rows a pass before it reads them
-(:func:`.prefetch.prefetch_row`), which measured worth keeping (``benchmarks/RESULTS.md``).
-``nogil=True`` lets several Python threads run programs at once (:func:`.launch.on_threads`).
+What makes it fast on a CPU (each kept for a same-process A/B, ``benchmarks/RESULTS.md``, issue 39):
 
+* the G query heads of a KV head go four at a time through its part of a K row (four dot products
+  per load of a key) and of a V row (four accumulator rows per load of a value, two tokens per pass);
+* ``exp`` by a polynomial that LLVM vectorises (:func:`_exp_shifted`), not one libm call per score;
+* no array views of the shared caches in the loops (a view's reference count is an atomic that
+  every thread shares), and no prefetches: on the Xeon this was measured on, the program without the
+  previous one-row-ahead prefetches was faster (the hardware's own prefetcher follows each 64 KiB block).
+
+``nogil=True`` lets several Python threads run programs at once (:func:`.launch.on_threads`).
 Fast math without ``nnan``/``ninf``: sums may be reordered (vectorised dot products), but NaN and
 infinity keep their meaning. numba's disk cache ignores jit options, so every function here is
 compiled with the same ones.
@@ -21,19 +27,31 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .prefetch import LINE_BYTES, prefetch_row
-
 _FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}
 
 
-def _block(cache, block, n, upcast, buf):
-    """Physical ``block`` of a K or V cache as ``[S, H_kv, D]`` fp32, its first ``n`` rows valid.
+def _value(cache, block, slot, h, d, upcast):
+    """``cache[block, slot, h, d]`` as fp32.
 
-    numba compiles one of two versions by the type of ``upcast`` (:func:`_block_versions`). An fp32
-    cache (``upcast is None``) is read where it lies. numba has no float16, so a 16-bit cache
-    comes as its bit patterns: its ``n`` rows are upcast into ``buf`` through ``upcast``, the fp32
-    value of every one of the 65,536 patterns.
+    numba compiles one of two versions by the type of ``upcast`` (:func:`_value_versions`). An
+    fp32 cache (``upcast is None``) is read as it is. numba has no float16, so a 16-bit cache comes
+    as its bit patterns, looked up in ``upcast``, the fp32 value of every one of the 65,536 patterns.
     """
+    raise TypeError("_value runs only inside numba-compiled code")
+
+
+@overload(_value, jit_options={"fastmath": _FASTMATH}, inline="always")
+def _value_versions(cache, block, slot, h, d, upcast):
+    """:func:`_value`'s version for the type of ``upcast``, chosen at compile time."""
+    if isinstance(upcast, types.NoneType):
+        return lambda cache, block, slot, h, d, upcast: cache[block, slot, h, d]
+    return lambda cache, block, slot, h, d, upcast: upcast[cache[block, slot, h, d]]
+
+
+def _block(cache, block, n, upcast, buf):
+    """Physical ``block`` of a K or V cache as ``[S, H_kv, D]`` fp32, its first ``n`` rows valid (the
+    program before issue 39 read whole blocks through it; ``benchmarks/kernel_pieces.py`` still rebuilds
+    that program). An fp32 cache is read where it lies; a 16-bit one is upcast into ``buf``."""
     raise TypeError("_block runs only inside numba-compiled code")
 
 
@@ -75,91 +93,164 @@ def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast
     request is faster, since one token's KV heads lie side by side (a 4 KiB row at 8 x 128 fp32).
     """
     num_q_heads, head_dim = q.shape[1], q.shape[2]
-    S, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    S = k_cache.shape[1]
     T = seq_lens[b]
     qs = q[b] * scale
     m = np.full(num_q_heads, -np.inf, dtype=np.float32)           # running max of scores
     l = np.zeros(num_q_heads, dtype=np.float32)                   # running sum of exp(score - m)
     acc = np.zeros((num_q_heads, head_dim), dtype=np.float32)     # running sum of exp(..) * v
     p = np.empty((num_q_heads, step_blocks * S), dtype=np.float32)
-    buf = np.empty((S, num_kv_heads, head_dim), dtype=np.float32)
+    two_k = np.empty(step_blocks * S, dtype=np.int32)
+    table = block_tables[b]
     num_blocks = (T + S - 1) // S
     for j0 in range(0, num_blocks, step_blocks):                  # a step: blocks j0 .. j1 - 1
         j1 = min(j0 + step_blocks, num_blocks)
-        n = _scores(qs, k_cache, v_cache, block_tables[b], T, j0, j1, upcast, buf, p)
-        _online_softmax(p, n, m, l, acc)
-        _add_values(p, v_cache, k_cache, block_tables[b], T, j0, j1, upcast, buf, acc)
+        n = _scores(qs, k_cache, table, T, j0, j1, upcast, p)
+        _online_softmax(p, n, m, l, acc, two_k)
+        _add_values(p, v_cache, table, T, j0, j1, upcast, acc)
     for hq in range(num_q_heads):
         for d in range(head_dim):
             out[b, hq, d] = acc[hq, d] / l[hq]
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _scores(qs, k_cache, v_cache, table, T, j0, j1, upcast, buf, p):
+def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
     """``p[:, t] = qs . k_t`` for the tokens ``t`` of blocks ``j0 .. j1 - 1``; returns their count (>= 1).
 
-    Asks for each token's V row, which :func:`_add_values` reads next, and for the first line of
-    the next step's K rows (a 4 KiB row is one page here, and its first touch waits longest).
+    Query heads go four at a time through each KV head's part of a K row: one load of each key
+    value serves four dot products.
     """
     S, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
     group = qs.shape[0] // num_kv_heads
-    ahead = j1 - j0                                               # block j + ahead: same place, next step
     t = 0
     for j in range(j0, j1):
         n = min(S, T - j * S)                                     # slots past T are never read
-        k = _block(k_cache, table[j], n, upcast, buf)
+        block = table[j]
         for slot in range(n):
-            prefetch_row(v_cache, table[j], slot, v_cache.strides[1])
-            if (j + ahead) * S + slot < T:
-                prefetch_row(k_cache, table[j + ahead], slot, LINE_BYTES)
             for h in range(num_kv_heads):
-                for hq in range(h * group, (h + 1) * group):      # the G query heads of KV head h
+                g0 = h * group                                    # the G query heads of KV head h
+                g = 0
+                while g + 4 <= group:
+                    s0 = np.float32(0.0)
+                    s1 = np.float32(0.0)
+                    s2 = np.float32(0.0)
+                    s3 = np.float32(0.0)
+                    for d in range(head_dim):
+                        k = _value(k_cache, block, slot, h, d, upcast)
+                        s0 += qs[g0 + g, d] * k
+                        s1 += qs[g0 + g + 1, d] * k
+                        s2 += qs[g0 + g + 2, d] * k
+                        s3 += qs[g0 + g + 3, d] * k
+                    p[g0 + g, t + slot] = s0
+                    p[g0 + g + 1, t + slot] = s1
+                    p[g0 + g + 2, t + slot] = s2
+                    p[g0 + g + 3, t + slot] = s3
+                    g += 4
+                while g < group:
                     s = np.float32(0.0)
                     for d in range(head_dim):
-                        s += qs[hq, d] * k[slot, h, d]
-                    p[hq, t + slot] = s
+                        s += qs[g0 + g, d] * _value(k_cache, block, slot, h, d, upcast)
+                    p[g0 + g, t + slot] = s
+                    g += 1
         t += n
     return t
 
 
+@njit(fastmath=_FASTMATH, inline="always")
+def _exp_shifted(x, n, shift, two_k):
+    """``x[:n] = exp(x[:n] - shift)`` (``x <= shift``), vectorised; returns their sum.
+
+    ``e**y = 2**k * e**r`` with ``k = round(y / ln 2)``, ``|r| <= ln(2) / 2``, ``e**r`` by its Taylor
+    series to ``r**7`` (relative error under 1e-8, below fp32's rounding) and ``2**k`` built from its
+    fp32 bits in ``two_k``. ``y`` is held above -87, where fp32 still has ``2**k``; NaN stays NaN.
+    """
+    for t in range(n):
+        y = x[t] - shift
+        y = np.float32(-87.0) if y < np.float32(-87.0) else y
+        k = np.floor(y * np.float32(1.442695) + np.float32(0.5))
+        r = y - k * np.float32(0.6931472)
+        x[t] = np.float32(1.0) + r * (np.float32(1.0) + r * (np.float32(1 / 2) + r * (np.float32(1 / 6) + r * (
+            np.float32(1 / 24) + r * (np.float32(1 / 120) + r * (np.float32(1 / 720) + r * np.float32(1 / 5040)))))))
+        two_k[t] = (np.int32(k) + np.int32(127)) << np.int32(23)      # the fp32 bits of 2**k
+    total = np.float32(0.0)
+    powers = two_k.view(np.float32)
+    for t in range(n):
+        x[t] *= powers[t]
+        total += x[t]
+    return total
+
+
 @njit(cache=True, fastmath=_FASTMATH)
-def _online_softmax(p, n, m, l, acc):
+def _online_softmax(p, n, m, l, acc, two_k):
     """Fold ``n`` new scores per query head into ``m`` and ``l``, rescale ``acc``; scores become weights."""
     for hq in range(p.shape[0]):
         m_new = m[hq]
         for t in range(n):
             m_new = max(m_new, p[hq, t])
         alpha = np.exp(m[hq] - m_new)                             # 0 on the first step, where m = -inf
-        total = np.float32(0.0)
-        for t in range(n):
-            p[hq, t] = np.exp(p[hq, t] - m_new)
-            total += p[hq, t]
-        l[hq] = l[hq] * alpha + total
+        l[hq] = l[hq] * alpha + _exp_shifted(p[hq], n, m_new, two_k)
         m[hq] = m_new
         for d in range(acc.shape[1]):
             acc[hq, d] *= alpha
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _add_values(p, v_cache, k_cache, table, T, j0, j1, upcast, buf, acc):
+def _add_values(p, v_cache, table, T, j0, j1, upcast, acc):
     """``acc += p @ V`` over the tokens of blocks ``j0 .. j1 - 1``, each V row read in place.
 
-    Asks for the next step's K rows, which :func:`_scores` reads next, and the first line of its V rows.
+    Tokens go two at a time (one load and store of ``acc`` for both) and query heads four at a time
+    through each KV head's part of a V row (one load of each value for four accumulator rows).
     """
     S, num_kv_heads, head_dim = v_cache.shape[1], v_cache.shape[2], v_cache.shape[3]
     group = acc.shape[0] // num_kv_heads
-    ahead = j1 - j0
     t = 0
     for j in range(j0, j1):
         n = min(S, T - j * S)
-        v = _block(v_cache, table[j], n, upcast, buf)
-        for slot in range(n):
-            if (j + ahead) * S + slot < T:
-                prefetch_row(k_cache, table[j + ahead], slot, k_cache.strides[1])
-                prefetch_row(v_cache, table[j + ahead], slot, LINE_BYTES)
+        block = table[j]
+        slot = 0
+        while slot + 2 <= n:                                      # two tokens: slot and slot + 1
             for h in range(num_kv_heads):
-                for hq in range(h * group, (h + 1) * group):
-                    w = p[hq, t + slot]
+                g0 = h * group
+                g = 0
+                while g + 4 <= group:
+                    a0, a1, a2, a3 = acc[g0 + g], acc[g0 + g + 1], acc[g0 + g + 2], acc[g0 + g + 3]
+                    w0, w1, w2, w3 = (p[g0 + g, t + slot], p[g0 + g + 1, t + slot], p[g0 + g + 2, t + slot],
+                                      p[g0 + g + 3, t + slot])
+                    x0, x1, x2, x3 = (p[g0 + g, t + slot + 1], p[g0 + g + 1, t + slot + 1],
+                                      p[g0 + g + 2, t + slot + 1], p[g0 + g + 3, t + slot + 1])
                     for d in range(head_dim):
-                        acc[hq, d] += w * v[slot, h, d]
+                        va = _value(v_cache, block, slot, h, d, upcast)
+                        vb = _value(v_cache, block, slot + 1, h, d, upcast)
+                        a0[d] += w0 * va + x0 * vb
+                        a1[d] += w1 * va + x1 * vb
+                        a2[d] += w2 * va + x2 * vb
+                        a3[d] += w3 * va + x3 * vb
+                    g += 4
+                while g < group:
+                    w, x = p[g0 + g, t + slot], p[g0 + g, t + slot + 1]
+                    for d in range(head_dim):
+                        acc[g0 + g, d] += (w * _value(v_cache, block, slot, h, d, upcast)
+                                           + x * _value(v_cache, block, slot + 1, h, d, upcast))
+                    g += 1
+            slot += 2
+        if slot < n:                                              # an odd block's last token
+            for h in range(num_kv_heads):
+                g0 = h * group
+                g = 0
+                while g + 4 <= group:
+                    a0, a1, a2, a3 = acc[g0 + g], acc[g0 + g + 1], acc[g0 + g + 2], acc[g0 + g + 3]
+                    w0, w1, w2, w3 = (p[g0 + g, t + slot], p[g0 + g + 1, t + slot], p[g0 + g + 2, t + slot],
+                                      p[g0 + g + 3, t + slot])
+                    for d in range(head_dim):
+                        va = _value(v_cache, block, slot, h, d, upcast)
+                        a0[d] += w0 * va
+                        a1[d] += w1 * va
+                        a2[d] += w2 * va
+                        a3[d] += w3 * va
+                    g += 4
+                while g < group:
+                    w = p[g0 + g, t + slot]
+                    for d in range(head_dim):
+                        acc[g0 + g, d] += w * _value(v_cache, block, slot, h, d, upcast)
+                    g += 1
         t += n

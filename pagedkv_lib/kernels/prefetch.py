@@ -1,11 +1,12 @@
 """Asking the CPU for a K/V row before the kernel reads it: LLVM's ``prefetch``, callable from numba.
 
 A paged kernel jumps to another block every S tokens, somewhere else in memory, and the CPU's
-own prefetcher, which follows steady strides, cannot guess where. :mod:`.numba_kernel` names the
-rows it will need next: each token's V row while it computes that token's scores, and the next
-step's K rows while it adds this step's V rows. Kept because it measured worth it in a
-same-process A/B (``benchmarks/kernel_pieces.py``; ``benchmarks/RESULTS.md``, "Fused kernel
-pieces"). A prefetch never faults and never changes a result, only when memory arrives.
+own prefetcher, which follows steady strides, cannot guess where. The kernel of 2026-12-01 named the
+rows it would need next (each token's V row while it computed that token's scores, the next step's K
+rows while it added this step's V rows), kept then for a same-process A/B on an AMD EPYC
+(``benchmarks/kernel_pieces.py``, which still rebuilds that kernel). Issue 39's kernel dropped them: on
+an Ice Lake Xeon the program without them was faster (``benchmarks/RESULTS.md``, issue 39). A
+prefetch never faults and never changes a result, only when memory arrives.
 
 Compiled code only; importing this module imports numba and llvmlite.
 """

@@ -99,7 +99,9 @@ def figure_html(fig, png: bytes | None = None) -> str | None:
         fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
         png = buf.getvalue()
     src = base64.b64encode(png).decode("ascii")
-    tables = "".join(table_html(title, text) for title, text in panels)
+    from .lesson.access import scroll_region   # each table scrolls sideways on its own in a narrow window
+    tables = "".join(scroll_region(table_html(title, text), f"Table: {title or text.summary}")
+                     for title, text in panels)
     return (f'<figure class="pagedkv-figure" style="margin: 0">'
             f'<img src="data:image/png;base64,{src}" alt="{html.escape(alternative(fig))}" '
             f'style="max-width: 100%">'

@@ -31,9 +31,11 @@ def visible(the_lab) -> str:
 def shown_ledger(the_lab) -> dict:
     """The ledger row of the markdown table the lab revealed."""
     for o in the_lab.gate.widget.output.outputs:
-        text = o["data"].get("text/markdown", "")
-        if text.startswith("| logical | unique | reserved | slack |"):
-            row = text.splitlines()[2]
+        lines = o["data"].get("text/markdown", "").splitlines()   # the table sits in a sideways-scrolling region
+        for k, line in enumerate(lines):
+            if not line.startswith("| logical | unique | reserved | slack |"):
+                continue
+            row = lines[k + 2]
             values = [int(v) for v in row.strip("| ").split(" | ")]
             return dict(zip(("logical", "unique", "reserved", "slack"), values))
     raise AssertionError("no ledger table in the lab's output")

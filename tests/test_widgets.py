@@ -381,3 +381,16 @@ def test_a_practice_and_a_lab_announce_each_check_hint_and_rebuild_in_their_live
     assert lab.status.value == ""                       # nothing said when it is first drawn
     lab.set(block_size=8)
     assert "Rebuilt for trace A1-A3 batch, block size S 8, sharing on." in lab.status.value
+
+
+def test_a_revealed_table_and_fenced_block_each_scroll_in_a_named_region_and_the_text_is_left_alone():
+    from pagedkv_lib.lesson import access
+    text = "Intro, **bold**.\n| a | b |\n|---|---|\n| 1 | 2 |\nAfter.\n```\nx  y\n| not a table |\n```\nEnd."
+    out = access.scrolling(text)
+    regions = out.split('<div class="pagedkv-scroll"')[1:]
+    assert len(regions) == 2, out
+    assert 'aria-label="Table: a, b"' in regions[0] and "\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n</div>\n" in regions[0]
+    assert 'aria-label="Preformatted text"' in regions[1] and "```\nx  y\n| not a table |\n```" in regions[1]
+    assert all('role="region" tabindex="0"' in r for r in regions)
+    assert out.startswith("Intro, **bold**.\n") and "\nAfter.\n" in out and out.endswith("\nEnd.")
+    assert access.scrolling("No table here.\n\nNone.") == "No table here.\n\nNone."

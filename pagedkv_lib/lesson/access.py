@@ -14,7 +14,10 @@ attributes and behaviour:
   group), and each says its place ("2 of 4"); where ipywidgets 7 redraws the radios on a choice, focus
   goes back to the chosen one. A text box, text area or list is named by the widgets given (``aria-labelledby``).
 * :func:`announcer` and :func:`verdict`: polite live regions (``role="status"``); a verdict also
-  takes the focus once, when its gate's commit is made from its own controls.
+  takes the focus once, when its gate's commit is made from its own controls, and draws its ring inside
+  itself (the row around it clips what lies outside).
+* :func:`markdown` (and :func:`scroll_region` for HTML): a table or fenced block too wide for a narrow window
+  scrolls sideways in a named region of its own, a Tab stop, while the text around it wraps (1.4.10, 2.1.1).
 
 The script is carried by :func:`hook`, an HTML widget in each control: an image that fails to load
 runs it (an HTML widget's ``<script>`` does not run). It decides nothing: the gates' rules stay in
@@ -40,14 +43,23 @@ HIDDEN_TEXT = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;ove
                "clip:rect(0 0 0 0);white-space:nowrap;border:0")
 """Inline style of text read by a screen reader but not drawn (the usual "visually hidden" pattern)."""
 
+SCROLL = "pagedkv-scroll"
+"""Class of a region that scrolls sideways on its own: a table or a preformatted block too wide for a narrow window."""
+
 _NAMES = itertools.count(1)
 
 STYLE = f"""
 .{CONTROL} button:focus-visible, .{CONTROL} input:focus-visible, .{CONTROL} select:focus-visible,
 .{CONTROL} textarea:focus-visible, .{CONTROL} .{VERDICT}:focus {{
   outline: 3px solid {FOCUS_RING} !important; outline-offset: 2px !important; }}
+.{CONTROL} .{VERDICT}:focus {{ outline-offset: -3px !important; }}
+.{CONTROL} .{VERDICT} .widget-html-content {{ padding: 0 6px; }}
 .{CONTROL} {{ max-width: 100%; }}
 .{CONTROL} .widget-hbox, .{CONTROL} .widget-inline-hbox {{ flex-wrap: wrap; max-width: 100%; height: auto; }}
+.{CONTROL} .widget-inline-hbox {{ max-width: calc(100% - 4px) !important; }}
+:is(.jp-Notebook, #notebook):has(.{CONTROL}) :is(.jp-OutputArea-output, .output_subarea) code {{
+  overflow-wrap: anywhere; }}
+.{SCROLL}:focus-visible {{ outline: 3px solid {FOCUS_RING} !important; outline-offset: -3px !important; }}
 .{CONTROL} .widget-inline-hbox > input, .{CONTROL} .widget-inline-hbox > textarea,
 .{CONTROL} .widget-inline-hbox > select {{ min-width: 8em; max-width: 100%; }}
 .{CONTROL} .widget-html, .{CONTROL} .widget-html-content {{ max-width: 100%; white-space: normal; }}
@@ -216,3 +228,47 @@ def committed(widget) -> None:
 def hidden_text(text: str) -> str:
     """HTML of ``text`` read by a screen reader but not drawn."""
     return f"<span style='{HIDDEN_TEXT}'>{html.escape(text)}</span>"
+
+
+def scroll_region(inner: str, name: str) -> str:
+    """HTML: ``inner`` in a region named ``name`` that scrolls sideways on its own, a Tab stop (:func:`scrolling`)."""
+    return (f'<div class="{SCROLL}" role="region" tabindex="0" aria-label="{html.escape(name, quote=True)}" '
+            f'style="overflow-x: auto; max-width: 100%">{inner}</div>')
+
+
+def scrolling(markdown: str) -> str:
+    """``markdown`` with each table and fenced block put in a region of its own that scrolls sideways when the
+    window is too narrow for it (WCAG 1.4.10 lets a data table keep its two dimensions, not the text around
+    it): named, and a Tab stop, so the keyboard can scroll it (2.1.1). The rest of the text wraps as before."""
+    out, block, fenced = [], [], False
+
+    def close() -> None:
+        if block:
+            first = block[0].strip()
+            what = ("Table: " + ", ".join(c.strip() for c in first.strip("|").split("|"))
+                    if first.startswith("|") else "Preformatted text")
+            out.append(scroll_region("\n\n" + "\n".join(block) + "\n\n", what) + "\n")
+            block.clear()
+
+    for line in markdown.split("\n"):
+        if fenced or line.lstrip().startswith("```"):
+            if not fenced:
+                close()
+            block.append(line)
+            fenced = fenced != line.lstrip().startswith("```")
+            if not fenced and len(block) > 1:
+                close()
+        elif line.lstrip().startswith("|"):
+            block.append(line)
+        else:
+            close()
+            out.append(line)
+    close()
+    return "\n".join(out)
+
+
+def markdown(text: str):
+    """IPython's ``Markdown`` of ``text``, its tables and fenced blocks each in a sideways-scrolling region
+    (:func:`scrolling`)."""
+    from IPython.display import Markdown
+    return Markdown(scrolling(text))

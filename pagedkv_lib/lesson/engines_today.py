@@ -25,6 +25,7 @@ from ..sim.timed_serving import serve_timed
 from .served_preemption import (SERVED_BLOCK_SIZE, SERVED_PREEMPTIONS, busy_trace, served_preemption_results,
                                 served_preemption_runs, served_preemption_table, served_preemption_text,
                                 time_parts_table)
+from . import access
 from .views import widget_bundle
 
 LINKS = {f"PCIe 4.0 x16 ({pc.PCIE4_X16_BYTES_PER_S / 1e9:g} GB/s each way)": pc.PCIE4_X16_BYTES_PER_S,
@@ -203,7 +204,7 @@ class Control:
         for b in self.boxes:
             b.observe(self._show, names="value")
             b.disabled = self.shut
-        self.box = w.VBox([*self.boxes, self.output])
+        self.box = access.control(w.VBox([*self.boxes, self.output]))   # keys stay in it; it reflows
         self._show()
         if self.shut:
             after.when_committed(self._open)
@@ -221,11 +222,11 @@ class Control:
         return self.render(*[b.value for b in self.boxes])
 
     def _show(self, _change=None) -> None:
-        from IPython.display import Markdown, display
+        from IPython.display import display
         self.shown = self.text()   # kept: rendering may run a whole simulation
         self.output.clear_output(wait=True)
         with self.output:
-            display(Markdown(self.shown))
+            display(access.markdown(self.shown))
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return {**widget_bundle(self.shown, lambda: self), "text/markdown": self.shown}

@@ -12,6 +12,7 @@ from IPython.display import Markdown
 
 from ..sim.paper_comparison import SYSTEMS, Comparison, PaperRow, Setting, compare_to_paper, gap_moves
 from ..sim.simulate import GPU_MEMORY_GIB
+from . import access
 from .claims import cited
 
 _FIG2_KEYS = {name: f"fig2-{key}" for key, name in
@@ -138,4 +139,4 @@ class PaperBench:
             "**Why they differ**", why_they_differ(now),
             "**The paper's figures** (Kwon et al., SOSP 2023)", sources(now)])
         self.previous = now
-        return Markdown(text)
+        return access.markdown(text)

@@ -6,6 +6,7 @@ import io
 from typing import Any
 
 from ..figure_text import alternative, figure_html
+from .access import markdown
 from .views import FigureWithText
 
 
@@ -20,7 +21,7 @@ def rendered(item) -> Any:
 
     A callable item is called first (so a figure is drawn only when it is revealed)."""
     import matplotlib.pyplot as plt
-    from IPython.display import Image, Markdown
+    from IPython.display import Image
     if callable(item):
         item = item()
     fig = figure_of(item)
@@ -33,7 +34,7 @@ def rendered(item) -> Any:
         if html_text is not None:
             return FigureWithText(buf.getvalue(), html_text, alt)
         return Image(data=buf.getvalue(), format="png")
-    return Markdown(item) if isinstance(item, str) else item
+    return markdown(item) if isinstance(item, str) else item
 
 
 def hold_figures(items) -> list:

@@ -43,6 +43,28 @@ def controls(lab, every_cell_drawn, page):
     return notebook, Learner(page, notebook)
 
 
+RING_JS = """(el) => {
+  const s = getComputedStyle(el), r = el.getBoundingClientRect();
+  const width = parseFloat(s.outlineWidth), grow = width + parseFloat(s.outlineOffset);
+  const ring = {left: r.left - grow, top: r.top - grow, right: r.right + grow, bottom: r.bottom + grow};
+  const cut = [];
+  for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+    const as = getComputedStyle(a);
+    if (as.overflowX !== 'visible' || as.overflowY !== 'visible') {
+      const c = a.getBoundingClientRect(), left = c.left + a.clientLeft, top = c.top + a.clientTop;
+      const clip = {left, top, right: left + a.clientWidth, bottom: top + a.clientHeight};   // its padding box
+      const lost = ['left', 'top'].filter((k) => ring[k] < clip[k] - 0.5)
+        .concat(['right', 'bottom'].filter((k) => ring[k] > clip[k] + 0.5));
+      if (lost.length) { cut.push(`${a.className.split(' ').slice(-2).join('.')} cuts its ${lost.join(', ')}`); }
+    }
+    if (a.matches('.jp-OutputArea-output, .output_subarea')) { break; }
+  }
+  return {width, style: s.outlineStyle, color: s.outlineColor, cut};
+}"""
+"""The focused element's outline (width, style, colour) and each box between it and its output that clips it
+(overflow other than visible) and cuts some side of the ring."""
+
+
 def test_a_choice_gate_is_one_named_radio_group_and_its_verdict_takes_focus_and_is_read(controls, page):
     notebook, learner = controls
     gate = gate_boxes(notebook).filter(has_text="Which block holds token 5").first
@@ -57,6 +79,12 @@ def test_a_choice_gate_is_one_named_radio_group_and_its_verdict_takes_focus_and_
     assert "Token 5 sits in block 5 // 4 = 1." in readings["said"]           # the reveal's first sentence
     assert "You predicted block 0; it is block 1 (wrong)." in readings["said"]  # ArrowDown, ArrowUp: block 0
     assert "- status: Committed. You predicted block 0" in after, after
+    verdict = gate.locator(".pagedkv-verdict")
+    expect(verdict).to_be_focused()
+    verdict.locator("xpath=..").screenshot(path=str(page.shots / "03-verdict-focused.png"))   # its row, ring and all
+    ring = verdict.evaluate(RING_JS)   # the whole 3 px ring in view: none of its sides cut by a box around it
+    assert ring["width"] >= 3 and ring["style"] == "solid" and ring["color"] == "rgb(11, 87, 208)", ring
+    assert ring["cut"] == [], f"the verdict's focus ring is cut: {ring}"
 
 
 def test_a_number_gate_is_named_by_its_question_and_units(controls, page):

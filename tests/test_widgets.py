@@ -394,3 +394,16 @@ def test_a_revealed_table_and_fenced_block_each_scroll_in_a_named_region_and_the
     assert all('role="region" tabindex="0"' in r for r in regions)
     assert out.startswith("Intro, **bold**.\n") and "\nAfter.\n" in out and out.endswith("\nEnd.")
     assert access.scrolling("No table here.\n\nNone.") == "No table here.\n\nNone."
+
+
+def test_the_focus_ring_is_the_contrast_its_docstring_and_the_readme_state():
+    import re
+    from pathlib import Path
+    from pagedkv_lib.lesson import access
+    from pagedkv_lib.palette import contrast
+    ratio = f"{contrast(access.FOCUS_RING, '#FFFFFF'):.1f}:1"
+    stated = set(re.findall(r"(\d+\.\d):1 on white", Path(access.__file__).read_text(encoding="utf-8")))
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    stated |= set(re.findall(r"focus ring of 3 px at\s+(\d+\.\d):1", readme.read_text(encoding="utf-8")))
+    assert stated == {ratio.removesuffix(":1")}, (stated, ratio)
+    assert contrast(access.FOCUS_RING, "#F5F5F5") >= 3   # JupyterLab's grey behind a cell's code still meets 2.4.13

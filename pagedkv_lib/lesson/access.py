@@ -8,7 +8,7 @@ attributes and behaviour:
   Keys typed inside it never reach the notebook's command mode: JupyterLab's Lumino skips an element
   with ``data-lm-suppress-shortcuts`` (lumino#15, jupyterlab#16066), and the classic notebook's
   keyboard manager is disabled while focus is inside. Its controls get a focus ring of 3 px in
-  :data:`FOCUS_RING` (6.9:1 on white), and it reflows at 320 CSS px (long lines wrap, boxes shrink).
+  :data:`FOCUS_RING` (6.4:1 on white), and it reflows at 320 CSS px (long lines wrap, boxes shrink).
 * :func:`name_by`: a radio group becomes ``role="radiogroup"`` named by its question; radios share a
   ``name``, so the group is one Tab stop and the arrow keys move within it (the browser's own radio
   group), and each says its place ("2 of 4"); where ipywidgets 7 redraws the radios on a choice, focus
@@ -37,7 +37,7 @@ COMMITTED = "pagedkv-committed"
 """Class of a verdict whose gate is committed: the script moves focus to it when the class appears."""
 
 FOCUS_RING = "#0b57d0"
-"""Colour of the focus ring: 6.9:1 on white, so at least 3:1 against what a control sits on (WCAG 2.4.7, 2.4.13)."""
+"""Colour of the focus ring: 6.4:1 on white, so at least 3:1 against what a control sits on (WCAG 2.4.7, 2.4.13)."""
 
 HIDDEN_TEXT = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;overflow:hidden;"
                "clip:rect(0 0 0 0);white-space:nowrap;border:0")

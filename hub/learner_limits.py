@@ -162,7 +162,12 @@ class LimitedSpawner(LocalProcessSpawner):
             except OSError as err:   # no bound is worse than a refused start: say why
                 raise RuntimeError(f"could not bound {self.user.name}'s server by cgroups, so it was not started "
                                    f"({err}); run the hub as root where cgroups can be made") from err
-        return await super().start()
+        try:
+            return await super().start()
+        except BaseException:   # not started (no program, or its preexec failed): its groups go too
+            if self.bounded:
+                await asyncio.to_thread(release, self.user.name)
+            raise
 
     def make_preexec_fn(self, name):
         """JupyterHub's (become ``name``), after joining ``name``'s groups when bounded."""

@@ -84,7 +84,9 @@ def test_the_values_file_authorises_the_roster_and_its_hook_is_python(values):
     ids = {m.id for m in read_roster(HUB / "roster.csv")}
     auth = values["hub"]["config"]["Authenticator"]
     assert set(auth["allowed_users"]) == ids
-    assert set(auth["admin_users"]) == {m.id for m in read_roster(HUB / "roster.csv") if m.role == "instructor"}
+    assert "admin_users" not in auth, "admin_users only adds: an instructor once listed stays admin"
+    hub = values["hub"]["config"]["JupyterHub"]
+    assert hub["load_roles"] == [{"name": "admin", "users": []}] and hub["admin_access"] is False
     for name, source in values["hub"]["extraConfig"].items():
         compile(source, name, "exec")
 

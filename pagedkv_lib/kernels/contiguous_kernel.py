@@ -4,8 +4,8 @@ It is :func:`.numba_kernel.decode_request` with one change: where that program f
 through the block table (row ``t % S`` of block ``table[t // S]``), this one finds it at row
 ``starts[b] + t`` of one packed ``[sum(T), H_kv, D]`` array, request after request. Same steps of
 ``step_tokens`` tokens, same online softmax (:func:`.numba_kernel._online_softmax` itself), same
-passes (four query heads per pass over a K row, two tokens and four query heads per pass over V
-rows), no prefetches either, same fp32 maths: timing the two side by side on the
+passes (two tokens and four query heads per pass over K rows, four tokens and four query heads per
+pass over V rows), no prefetches either, same fp32 maths: timing the two side by side on the
 same bytes shows what the table's indirection costs alone.
 
 fp32 only, no bounds checks: :func:`.contiguous_decode.contiguous_decode_numba` checks first.
@@ -45,59 +45,114 @@ def decode_request_contiguous(b, q, keys, values, starts, seq_lens, scale, step_
 
 @njit(cache=True, fastmath=_FASTMATH)
 def _scores_rows(qs, keys, first, t0, t1, p):
-    """``p[:, t - t0] = qs . k_t`` for tokens ``t0 .. t1 - 1``, four query heads per pass over a K row."""
+    """``p[:, t - t0] = qs . k_t`` for tokens ``t0 .. t1 - 1``, two tokens and four query heads per pass."""
     num_kv_heads, head_dim = keys.shape[1], keys.shape[2]
     group = qs.shape[0] // num_kv_heads
-    for t in range(t0, t1):
-        r = first + t
+    t = t0
+    while t + 2 <= t1:                                            # two tokens: t and t + 1
+        r, i = first + t, t - t0
         for h in range(num_kv_heads):
-            g0, g1 = h * group, (h + 1) * group                   # the G query heads of KV head h
-            hq = g0
-            while hq + 4 <= g1:
+            g0 = h * group                                        # the G query heads of KV head h
+            g = 0
+            while g + 4 <= group:
+                s0 = np.float32(0.0)
+                s1 = np.float32(0.0)
+                s2 = np.float32(0.0)
+                s3 = np.float32(0.0)
+                r0 = np.float32(0.0)
+                r1 = np.float32(0.0)
+                r2 = np.float32(0.0)
+                r3 = np.float32(0.0)
+                for d in range(head_dim):
+                    ka = keys[r, h, d]
+                    kb = keys[r + 1, h, d]
+                    qa, qb, qc, qd = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
+                    s0 += qa * ka
+                    s1 += qb * ka
+                    s2 += qc * ka
+                    s3 += qd * ka
+                    r0 += qa * kb
+                    r1 += qb * kb
+                    r2 += qc * kb
+                    r3 += qd * kb
+                p[g0 + g, i] = s0
+                p[g0 + g + 1, i] = s1
+                p[g0 + g + 2, i] = s2
+                p[g0 + g + 3, i] = s3
+                p[g0 + g, i + 1] = r0
+                p[g0 + g + 1, i + 1] = r1
+                p[g0 + g + 2, i + 1] = r2
+                p[g0 + g + 3, i + 1] = r3
+                g += 4
+            while g < group:
+                sa = np.float32(0.0)
+                sb = np.float32(0.0)
+                for d in range(head_dim):
+                    sa += qs[g0 + g, d] * keys[r, h, d]
+                    sb += qs[g0 + g, d] * keys[r + 1, h, d]
+                p[g0 + g, i] = sa
+                p[g0 + g, i + 1] = sb
+                g += 1
+        t += 2
+    if t < t1:                                                    # an odd step's last token
+        r, i = first + t, t - t0
+        for h in range(num_kv_heads):
+            g0 = h * group
+            g = 0
+            while g + 4 <= group:
                 s0 = np.float32(0.0)
                 s1 = np.float32(0.0)
                 s2 = np.float32(0.0)
                 s3 = np.float32(0.0)
                 for d in range(head_dim):
                     k = keys[r, h, d]
-                    s0 += qs[hq, d] * k
-                    s1 += qs[hq + 1, d] * k
-                    s2 += qs[hq + 2, d] * k
-                    s3 += qs[hq + 3, d] * k
-                p[hq, t - t0] = s0
-                p[hq + 1, t - t0] = s1
-                p[hq + 2, t - t0] = s2
-                p[hq + 3, t - t0] = s3
-                hq += 4
-            while hq < g1:
+                    s0 += qs[g0 + g, d] * k
+                    s1 += qs[g0 + g + 1, d] * k
+                    s2 += qs[g0 + g + 2, d] * k
+                    s3 += qs[g0 + g + 3, d] * k
+                p[g0 + g, i] = s0
+                p[g0 + g + 1, i] = s1
+                p[g0 + g + 2, i] = s2
+                p[g0 + g + 3, i] = s3
+                g += 4
+            while g < group:
                 s = np.float32(0.0)
                 for d in range(head_dim):
-                    s += qs[hq, d] * keys[r, h, d]
-                p[hq, t - t0] = s
-                hq += 1
+                    s += qs[g0 + g, d] * keys[r, h, d]
+                p[g0 + g, i] = s
+                g += 1
 
 
 @njit(cache=True, fastmath=_FASTMATH)
 def _add_value_rows(p, values, first, t0, t1, acc):
-    """``acc += p @ V`` over tokens ``t0 .. t1 - 1``, two tokens and four query heads per pass over V rows."""
+    """``acc += p @ V`` over tokens ``t0 .. t1 - 1``: four tokens (then two, then one) and four query heads per pass."""
     num_kv_heads, head_dim = values.shape[1], values.shape[2]
     group = acc.shape[0] // num_kv_heads
-    for t in range(t0, t1, 2):
-        pair = t + 1 < t1
-        ra = first + t
-        rb = ra + 1 if pair else ra
-        i, u = t - t0, (t + 1 - t0 if pair else t - t0)
+    t = t0
+    while t < t1:
+        width = 4 if t + 4 <= t1 else (2 if t + 2 <= t1 else 1)
+        ra, c = first + t, t - t0
+        rb, rc, rd = ra + min(1, width - 1), ra + min(2, width - 1), ra + min(3, width - 1)
         for h in range(num_kv_heads):
-            g0, g1 = h * group, (h + 1) * group
-            hq = g0
-            while hq + 4 <= g1:
-                a0, a1, a2, a3 = acc[hq], acc[hq + 1], acc[hq + 2], acc[hq + 3]
-                w0, w1, w2, w3 = p[hq, i], p[hq + 1, i], p[hq + 2, i], p[hq + 3, i]
-                if pair:
-                    x0, x1, x2, x3 = p[hq, u], p[hq + 1, u], p[hq + 2, u], p[hq + 3, u]
+            g0 = h * group
+            g = 0
+            while g + 4 <= group:
+                a0, a1, a2, a3 = acc[g0 + g], acc[g0 + g + 1], acc[g0 + g + 2], acc[g0 + g + 3]
+                w0, w1, w2, w3 = p[g0 + g, c], p[g0 + g + 1, c], p[g0 + g + 2, c], p[g0 + g + 3, c]
+                if width == 4:
+                    x0, x1, x2, x3 = p[g0 + g, c + 1], p[g0 + g + 1, c + 1], p[g0 + g + 2, c + 1], p[g0 + g + 3, c + 1]
+                    y0, y1, y2, y3 = p[g0 + g, c + 2], p[g0 + g + 1, c + 2], p[g0 + g + 2, c + 2], p[g0 + g + 3, c + 2]
+                    z0, z1, z2, z3 = p[g0 + g, c + 3], p[g0 + g + 1, c + 3], p[g0 + g + 2, c + 3], p[g0 + g + 3, c + 3]
                     for d in range(head_dim):
-                        va = values[ra, h, d]
-                        vb = values[rb, h, d]
+                        va, vb, vc, vd = values[ra, h, d], values[rb, h, d], values[rc, h, d], values[rd, h, d]
+                        a0[d] += w0 * va + x0 * vb + y0 * vc + z0 * vd
+                        a1[d] += w1 * va + x1 * vb + y1 * vc + z1 * vd
+                        a2[d] += w2 * va + x2 * vb + y2 * vc + z2 * vd
+                        a3[d] += w3 * va + x3 * vb + y3 * vc + z3 * vd
+                elif width == 2:
+                    x0, x1, x2, x3 = p[g0 + g, c + 1], p[g0 + g + 1, c + 1], p[g0 + g + 2, c + 1], p[g0 + g + 3, c + 1]
+                    for d in range(head_dim):
+                        va, vb = values[ra, h, d], values[rb, h, d]
                         a0[d] += w0 * va + x0 * vb
                         a1[d] += w1 * va + x1 * vb
                         a2[d] += w2 * va + x2 * vb
@@ -109,14 +164,20 @@ def _add_value_rows(p, values, first, t0, t1, acc):
                         a1[d] += w1 * va
                         a2[d] += w2 * va
                         a3[d] += w3 * va
-                hq += 4
-            while hq < g1:
-                w = p[hq, i]
-                if pair:
-                    x = p[hq, u]
+                g += 4
+            while g < group:
+                w = p[g0 + g, c]
+                if width == 4:
+                    x, y, z = p[g0 + g, c + 1], p[g0 + g, c + 2], p[g0 + g, c + 3]
                     for d in range(head_dim):
-                        acc[hq, d] += w * values[ra, h, d] + x * values[rb, h, d]
+                        acc[g0 + g, d] += (w * values[ra, h, d] + x * values[rb, h, d]
+                                           + y * values[rc, h, d] + z * values[rd, h, d])
+                elif width == 2:
+                    x = p[g0 + g, c + 1]
+                    for d in range(head_dim):
+                        acc[g0 + g, d] += w * values[ra, h, d] + x * values[rb, h, d]
                 else:
                     for d in range(head_dim):
-                        acc[hq, d] += w * values[ra, h, d]
-                hq += 1
+                        acc[g0 + g, d] += w * values[ra, h, d]
+                g += 1
+        t += width

@@ -9,8 +9,9 @@ The program keeps the Triton kernel's shape: a loop over the request's blocks th
 table and an online softmax (``m``, ``l``, ``acc``), every K/V row read where it lies in the cache.
 What makes it fast on a CPU (each kept for a same-process A/B, ``benchmarks/RESULTS.md``, issue 39):
 
-* the G query heads of a KV head go four at a time through its part of a K row (four dot products
-  per load of a key) and of a V row (four accumulator rows per load of a value, two tokens per pass);
+* the G query heads of a KV head go four at a time through its part of two K rows (four dot products
+  per load of a key, two per load of a query value) and of four V rows (four accumulator rows per load
+  of a value, one load and store of ``acc`` per four tokens);
 * ``exp`` by a polynomial that LLVM vectorises (:func:`_exp_shifted`), not one libm call per score;
 * no array views of the shared caches in the loops (a view's reference count is an atomic that
   every thread shares), and no prefetches: on the Xeon this was measured on, the program without the
@@ -117,8 +118,8 @@ def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast
 def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
     """``p[:, t] = qs . k_t`` for the tokens ``t`` of blocks ``j0 .. j1 - 1``; returns their count (>= 1).
 
-    Query heads go four at a time through each KV head's part of a K row: one load of each key
-    value serves four dot products.
+    Two tokens and four query heads per pass through a KV head's part of two K rows: one load of
+    each key value serves four dot products, one load of each query value two.
     """
     S, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
     group = qs.shape[0] // num_kv_heads
@@ -126,7 +127,52 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
     for j in range(j0, j1):
         n = min(S, T - j * S)                                     # slots past T are never read
         block = table[j]
-        for slot in range(n):
+        slot = 0
+        while slot + 2 <= n:                                      # two tokens: slot and slot + 1
+            for h in range(num_kv_heads):
+                g0 = h * group
+                g = 0
+                while g + 4 <= group:
+                    s0 = np.float32(0.0)
+                    s1 = np.float32(0.0)
+                    s2 = np.float32(0.0)
+                    s3 = np.float32(0.0)
+                    r0 = np.float32(0.0)
+                    r1 = np.float32(0.0)
+                    r2 = np.float32(0.0)
+                    r3 = np.float32(0.0)
+                    for d in range(head_dim):
+                        ka = _value(k_cache, block, slot, h, d, upcast)
+                        kb = _value(k_cache, block, slot + 1, h, d, upcast)
+                        qa, qb, qc, qd = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
+                        s0 += qa * ka
+                        s1 += qb * ka
+                        s2 += qc * ka
+                        s3 += qd * ka
+                        r0 += qa * kb
+                        r1 += qb * kb
+                        r2 += qc * kb
+                        r3 += qd * kb
+                    p[g0 + g, t + slot] = s0
+                    p[g0 + g + 1, t + slot] = s1
+                    p[g0 + g + 2, t + slot] = s2
+                    p[g0 + g + 3, t + slot] = s3
+                    p[g0 + g, t + slot + 1] = r0
+                    p[g0 + g + 1, t + slot + 1] = r1
+                    p[g0 + g + 2, t + slot + 1] = r2
+                    p[g0 + g + 3, t + slot + 1] = r3
+                    g += 4
+                while g < group:
+                    s = np.float32(0.0)
+                    r = np.float32(0.0)
+                    for d in range(head_dim):
+                        s += qs[g0 + g, d] * _value(k_cache, block, slot, h, d, upcast)
+                        r += qs[g0 + g, d] * _value(k_cache, block, slot + 1, h, d, upcast)
+                    p[g0 + g, t + slot] = s
+                    p[g0 + g, t + slot + 1] = r
+                    g += 1
+            slot += 2
+        if slot < n:                                              # an odd block's last token
             for h in range(num_kv_heads):
                 g0 = h * group                                    # the G query heads of KV head h
                 g = 0
@@ -198,8 +244,9 @@ def _online_softmax(p, n, m, l, acc, two_k):
 def _add_values(p, v_cache, table, T, j0, j1, upcast, acc):
     """``acc += p @ V`` over the tokens of blocks ``j0 .. j1 - 1``, each V row read in place.
 
-    Tokens go two at a time (one load and store of ``acc`` for both) and query heads four at a time
-    through each KV head's part of a V row (one load of each value for four accumulator rows).
+    Tokens go four at a time (one load and store of ``acc`` for four; then two, then one, at a
+    block's end) and query heads four at a time through each KV head's part of a V row (one load of
+    each value for four accumulator rows).
     """
     S, num_kv_heads, head_dim = v_cache.shape[1], v_cache.shape[2], v_cache.shape[3]
     group = acc.shape[0] // num_kv_heads
@@ -208,7 +255,37 @@ def _add_values(p, v_cache, table, T, j0, j1, upcast, acc):
         n = min(S, T - j * S)
         block = table[j]
         slot = 0
-        while slot + 2 <= n:                                      # two tokens: slot and slot + 1
+        while slot + 4 <= n:                                      # four tokens: slot .. slot + 3
+            c = t + slot
+            for h in range(num_kv_heads):
+                g0 = h * group
+                g = 0
+                while g + 4 <= group:
+                    a0, a1, a2, a3 = acc[g0 + g], acc[g0 + g + 1], acc[g0 + g + 2], acc[g0 + g + 3]
+                    w0, w1, w2, w3 = p[g0 + g, c], p[g0 + g + 1, c], p[g0 + g + 2, c], p[g0 + g + 3, c]
+                    x0, x1, x2, x3 = p[g0 + g, c + 1], p[g0 + g + 1, c + 1], p[g0 + g + 2, c + 1], p[g0 + g + 3, c + 1]
+                    y0, y1, y2, y3 = p[g0 + g, c + 2], p[g0 + g + 1, c + 2], p[g0 + g + 2, c + 2], p[g0 + g + 3, c + 2]
+                    z0, z1, z2, z3 = p[g0 + g, c + 3], p[g0 + g + 1, c + 3], p[g0 + g + 2, c + 3], p[g0 + g + 3, c + 3]
+                    for d in range(head_dim):
+                        va = _value(v_cache, block, slot, h, d, upcast)
+                        vb = _value(v_cache, block, slot + 1, h, d, upcast)
+                        vc = _value(v_cache, block, slot + 2, h, d, upcast)
+                        vd = _value(v_cache, block, slot + 3, h, d, upcast)
+                        a0[d] += w0 * va + x0 * vb + y0 * vc + z0 * vd
+                        a1[d] += w1 * va + x1 * vb + y1 * vc + z1 * vd
+                        a2[d] += w2 * va + x2 * vb + y2 * vc + z2 * vd
+                        a3[d] += w3 * va + x3 * vb + y3 * vc + z3 * vd
+                    g += 4
+                while g < group:
+                    w, x, y, z = p[g0 + g, c], p[g0 + g, c + 1], p[g0 + g, c + 2], p[g0 + g, c + 3]
+                    for d in range(head_dim):
+                        acc[g0 + g, d] += (w * _value(v_cache, block, slot, h, d, upcast)
+                                           + x * _value(v_cache, block, slot + 1, h, d, upcast)
+                                           + y * _value(v_cache, block, slot + 2, h, d, upcast)
+                                           + z * _value(v_cache, block, slot + 3, h, d, upcast))
+                    g += 1
+            slot += 4
+        if slot + 2 <= n:                                         # two tokens: slot and slot + 1
             for h in range(num_kv_heads):
                 g0 = h * group
                 g = 0

@@ -257,6 +257,7 @@ def test_control_without_the_hogs_bound_the_machine_runs_out_and_the_other_learn
 
 # --- CPU ------------------------------------------------------------------------------------------------------
 HOG_CPUS, SLACK, MEASURE_S = 0.5, 1.3, 4.0
+PRIORITY_SHARES = 100 * 1024   # cpu.shares of both boxes: 100 times a default process's weight
 SPIN = """
 import os, sys
 for _ in range(int(sys.argv[1]) - 1):
@@ -285,6 +286,9 @@ def _cpu_shares(hog: str, victim: str, hog_cpus: float) -> dict:
     try:
         for user, cpus, loops in ((hog, hog_cpus, 2), (victim, 1.0, 1)):
             prepare(user, Bounds(256 << 20, cpus, 16))
+            # Both boxes outweigh whatever else the machine runs (another test, under pytest -n), so each gets
+            # the CPU its bound allows: A reaches its quota and is throttled, B gets its core, however busy.
+            (user_groups(user)["cpu"] / "cpu.shares").write_text(str(PRIORITY_SHARES))
             started.append(subprocess.Popen(
                 ["/usr/bin/python3", "-c", SPIN, str(loops)], preexec_fn=LimitedSpawner().make_preexec_fn(user),
                 cwd="/", stdout=subprocess.PIPE, text=True))

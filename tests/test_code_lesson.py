@@ -1,4 +1,5 @@
 """The Code lesson's online-softmax table agrees with attention and with the online update rule."""
+import inspect
 import math
 
 import pytest
@@ -51,3 +52,20 @@ def test_bad_shapes_and_block_size_are_refused_by_name():
         online_softmax_states(q, k, v[:, :3], 2, 1.0)
     with pytest.raises(ValueError, match="block_size"):
         online_softmax_states(q, k, v, 0, 1.0)
+
+
+def test_opening_lines_cut_a_kernel_loop_where_it_finds_its_rows_and_say_what_follows():
+    from pagedkv_lib.kernels import contiguous_kernel as CK, numba_kernel as NK
+    from pagedkv_lib.lesson.code_lesson import opening_lines
+    paged = opening_lines(NK._scores.py_func, "kb = ", "and so on")
+    twin = opening_lines(CK._scores_rows.py_func, "kb = ", "and so on")
+    assert paged.startswith("def _scores(") and twin.startswith("def _scores_rows(")
+    assert "block = table[j]" in paged and "_value(k_cache, block, slot + 1" in paged
+    assert "keys[r + 1, h, d]" in twin and "table" not in twin
+    for shown, whole in ((paged, NK._scores.py_func), (twin, CK._scores_rows.py_func)):
+        assert '"""' not in shown and shown.rstrip().endswith("...   # and so on")
+        body = shown.splitlines()[1:-1]
+        assert len(body) < len(inspect.getsource(whole).splitlines()) / 2
+        assert "\n".join(body) in inspect.getsource(whole)      # the source's own lines, in order, unchanged
+    with pytest.raises(ValueError, match="through='no such line'"):
+        opening_lines(NK._scores.py_func, "no such line", "")

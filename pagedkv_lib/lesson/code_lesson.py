@@ -5,15 +5,37 @@ second copy of them. :func:`online_softmax_states` gives the running max ``m``, 
 ``l`` and numerator ``acc`` of an online softmax after each block, computed from their
 *definitions* rather than by the update rule, so that a learner can hold them against the
 update rule in :func:`pagedkv_lib.attention.spec.paged_decode_online` (and the Triton and numba
-kernels), and see ``acc / l`` equal the kernel's output.
+kernels), and see ``acc / l`` equal the kernel's output. :func:`opening_lines` cuts a long kernel
+loop to the lines where it finds its rows, for the lesson to show two such loops side by side.
 """
 from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
 
 import torch
 
 from ..validation import check_int
 
-__all__ = ["online_softmax_states"]
+__all__ = ["online_softmax_states", "opening_lines"]
+
+
+def opening_lines(function, through: str, rest: str) -> str:
+    """``function``'s source (a numba kernel's ``py_func`` or any Python function) without its docstring, from
+    its ``def`` line through the first line that holds ``through``, then one line saying what follows
+    (``rest``). Raises ValueError naming ``through`` when no line holds it."""
+    lines = textwrap.dedent(inspect.getsource(function)).splitlines()
+    node = ast.parse("\n".join(lines)).body[0]
+    first = node.body[1] if ast.get_docstring(node) is not None and len(node.body) > 1 else node.body[0]
+    shown = lines[:node.body[0].lineno - 1]                     # decorators and the def line(s)
+    shown = [line for line in shown if not line.lstrip().startswith("@")]
+    for line in lines[first.lineno - 1:]:
+        shown.append(line)
+        if through in line:
+            indent = line[:len(line) - len(line.lstrip())]
+            return "\n".join(shown + [f"{indent}...   # {rest}"]) + "\n"
+    raise ValueError(f"through={through!r}: no line of {function.__qualname__} holds it")
 
 
 def online_softmax_states(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int,

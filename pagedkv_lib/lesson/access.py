@@ -16,8 +16,9 @@ attributes and behaviour:
 * :func:`announcer` and :func:`verdict`: polite live regions (``role="status"``); a verdict also
   takes the focus once, when its gate's commit is made from its own controls, and draws its ring inside
   itself (the row around it clips what lies outside).
-* :func:`markdown` (and :func:`scroll_region` for HTML): a table or fenced block too wide for a narrow window
-  scrolls sideways in a named region of its own, a Tab stop, while the text around it wraps (1.4.10, 2.1.1).
+* :func:`markdown` (and :func:`scroll_region` for HTML, :func:`code` for source): a table, fenced block or
+  listing too wide for a narrow window scrolls sideways in a named region of its own, a Tab stop, while the
+  text around it wraps (1.4.10, 2.1.1). A gate's option that wraps grows to hold its lines.
 
 The script is carried by :func:`hook`, an HTML widget in each control: an image that fails to load
 runs it (an HTML widget's ``<script>`` does not run). It decides nothing: the gates' rules stay in
@@ -63,7 +64,8 @@ STYLE = f"""
 .{CONTROL} .widget-inline-hbox > input, .{CONTROL} .widget-inline-hbox > textarea,
 .{CONTROL} .widget-inline-hbox > select {{ min-width: 8em; max-width: 100%; }}
 .{CONTROL} .widget-html, .{CONTROL} .widget-html-content {{ max-width: 100%; white-space: normal; }}
-.{CONTROL} .widget-radio-box label {{ white-space: normal; }}
+.{CONTROL} .widget-radio-box label {{ white-space: normal; height: auto; display: flex; align-items: flex-start; }}
+.{CONTROL} .widget-radio-box label > input {{ order: -1; flex: none; }}
 """
 
 SCRIPT = """(function () {
@@ -265,6 +267,15 @@ def scrolling(markdown: str) -> str:
             out.append(line)
     close()
     return "\n".join(out)
+
+
+def code(text: str, name: str):
+    """IPython's ``HTML`` of the Python source ``text``, highlighted as ``IPython.display.Code`` draws it, in a
+    region named ``name`` (:func:`scroll_region`): its lines keep their indentation and a docstring's diagrams,
+    and scroll sideways on their own when the window is too narrow, instead of wrapping into each other."""
+    from IPython.display import HTML, Code
+    inner = Code(text, language="python")._repr_html_().replace("<pre>", '<pre style="white-space: pre">', 1)
+    return HTML(scroll_region(inner, name))
 
 
 def markdown(text: str):

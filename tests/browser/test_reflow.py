@@ -1,13 +1,14 @@
-"""Reflow (WCAG 1.4.10): nothing the course draws in lesson 04 scrolls sideways or sticks out at 320 CSS px.
+"""Reflow (WCAG 1.4.10): nothing the course draws in lessons 01-04 scrolls sideways or sticks out at 320 CSS px.
 
 JupyterLab itself has no room for a notebook in a 320 px window (its side bar and prompts take it), so each
 output of the lesson is narrowed to 320 CSS px, the width of a 1280 px window at 400% zoom, and read: an
 element that scrolls sideways (content wider than its box, ``overflow-x`` auto or scroll) or sticks out
-past the output's right edge fails. The one exception is the one WCAG makes, content that needs two
+past the output's right edge fails, and so does a course control's label or button whose wrapped text
+spills below its box (over the option under it). The one exception is the one WCAG makes, content that needs two
 dimensions: a data table (or a preformatted table) scrolls in a region of its own (``access.SCROLL``),
 which must be named and a Tab stop so the keyboard can scroll it; the text around it wraps. Every
-"Data of this figure" is opened first. The lesson is read before its gates are committed and after (the
-reveals), the research room and the answer canvas with it; then the whole tab at 640 CSS px, unnarrowed.
+"Data of this figure" is opened first. Each lesson is read before its gates are committed and after (the
+reveals); in 04 the research room and the answer canvas with it, then the whole tab at 640 CSS px, unnarrowed.
 """
 from __future__ import annotations
 
@@ -55,6 +56,9 @@ OVERFLOW_JS = """([nb, width]) => {
         }
       } else if (box.right > edge + 3) {                                     // ipywidgets' 2 px margins
         found.push(`${what}: sticks out ${Math.round(box.right - edge)} px past the output`);
+      } else if (el.matches('.pagedkv-control :is(label, .widget-label, button)') && style.overflowY === 'visible'
+                 && el.scrollHeight > el.clientHeight + 2) {          // wrapped text in a box of one line's height
+        found.push(`${what}: its text spills ${el.scrollHeight - el.clientHeight} px below its box, over what follows`);
       }
     }
   });
@@ -75,21 +79,40 @@ def shoot(page, notebook, name: str) -> None:
         box.screenshot(path=str(page.shots / f"{name}-{k:02d}.png"))
 
 
-def test_lesson_04_reflows_at_320_css_px_before_and_after_its_commits_and_at_a_640_px_window(
-        lab, every_cell_drawn, page):
-    notebook = open_notebook(page, lab, "notebooks/04_demo.ipynb")
+LESSONS = ["01_intuition", "02_math", "03_code"]
+"""Lessons read at 320 px only (04 has its own test, with the 640 px window and the room)."""
+
+
+def read_at_320(page, lab, name: str):
+    """Open and run lesson ``name``; read it at 320 px before its commits and after; return the notebook
+    and both readings."""
+    notebook = open_notebook(page, lab, f"notebooks/{name}.ipynb")
     run_all(page, notebook)
-    expect(notebook.locator(".pagedkv-room")).to_have_count(1)
     before = read(page, notebook, 320)
     shoot(page, notebook, "320-before")
+    # first: an option whose text covers the radio beside it cannot be clicked, and the commits would wait
+    assert before["found"] == [], f"{name} does not reflow at 320 px before the commits:\n" + "\n".join(before["found"])
     commit_every_gate(page, notebook)
     after = read(page, notebook, 320)
     shoot(page, notebook, "320-after")
+    assert after["found"] == [], f"{name} does not reflow at 320 px after the commits:\n" + "\n".join(after["found"])
+    return notebook, before, after
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_lesson_reflows_at_320_css_px_before_and_after_its_commits(lab, every_cell_drawn, page, name):
+    notebook, before, after = read_at_320(page, lab, name)
+    assert before["outputs"] >= 5 and after["outputs"] > before["outputs"], (before, after)
+
+
+def test_lesson_04_reflows_at_320_css_px_before_and_after_its_commits_and_at_a_640_px_window(
+        lab, every_cell_drawn, page):
+    notebook, before, after = read_at_320(page, lab, "04_demo")
+    expect(notebook.locator(".pagedkv-room")).to_have_count(1)
     read(page, notebook, None)
     page.set_viewport_size({"width": 640, "height": 800})
     window = read(page, notebook, None)
     page.screenshot(path=str(page.shots / "640-window.png"))
     assert before["outputs"] >= 15 and after["outputs"] > before["outputs"], (before, after)
-    for when, seen in (("before the commits", before), ("after the commits", after), ("at 640 px", window)):
-        assert seen["found"] == [], f"lesson 04 does not reflow {when}:\n" + "\n".join(seen["found"])
+    assert window["found"] == [], "lesson 04 does not reflow at 640 px:\n" + "\n".join(window["found"])
     assert after["regions"] >= 3, f"the reveals' tables no longer scroll in their own regions: {after}"

@@ -17,6 +17,9 @@ import io
 from dataclasses import dataclass
 from typing import Sequence
 
+SCROLL = "pagedkv-scroll"
+"""Class of a region that scrolls sideways on its own: a table or a preformatted block too wide for a narrow window."""
+
 _KEY = "_pagedkv_text"  # the attribute of a matplotlib Axes that holds its description
 
 
@@ -99,10 +102,16 @@ def figure_html(fig, png: bytes | None = None) -> str | None:
         fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
         png = buf.getvalue()
     src = base64.b64encode(png).decode("ascii")
-    from .lesson.access import scroll_region   # each table scrolls sideways on its own in a narrow window
     tables = "".join(scroll_region(table_html(title, text), f"Table: {title or text.summary}")
                      for title, text in panels)
     return (f'<figure class="pagedkv-figure" style="margin: 0">'
             f'<img src="data:image/png;base64,{src}" alt="{html.escape(alternative(fig))}" '
             f'style="max-width: 100%">'
             f'<details><summary>Data of this figure, as a table</summary>{tables}</details></figure>')
+
+
+def scroll_region(inner: str, name: str) -> str:
+    """HTML: ``inner`` in a region named ``name`` that scrolls sideways on its own and is a Tab stop, so the
+    keyboard can scroll it (WCAG 2.1.1; 1.4.10 lets a data table or code keep its two dimensions)."""
+    return (f'<div class="{SCROLL}" role="region" tabindex="0" aria-label="{html.escape(name, quote=True)}" '
+            f'style="overflow-x: auto; max-width: 100%">{inner}</div>')

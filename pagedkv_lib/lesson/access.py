@@ -29,6 +29,8 @@ from __future__ import annotations
 import html
 import itertools
 
+from ..figure_text import SCROLL, scroll_region   # figures' data tables scroll the same way
+
 CONTROL = "pagedkv-control"
 HOOK = "pagedkv-hook"
 """Class of the hook's image (a carrier of the script, not a figure)."""
@@ -43,9 +45,6 @@ FOCUS_RING = "#0b57d0"
 HIDDEN_TEXT = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;overflow:hidden;"
                "clip:rect(0 0 0 0);white-space:nowrap;border:0")
 """Inline style of text read by a screen reader but not drawn (the usual "visually hidden" pattern)."""
-
-SCROLL = "pagedkv-scroll"
-"""Class of a region that scrolls sideways on its own: a table or a preformatted block too wide for a narrow window."""
 
 _NAMES = itertools.count(1)
 
@@ -232,12 +231,6 @@ def hidden_text(text: str) -> str:
     return f"<span style='{HIDDEN_TEXT}'>{html.escape(text)}</span>"
 
 
-def scroll_region(inner: str, name: str) -> str:
-    """HTML: ``inner`` in a region named ``name`` that scrolls sideways on its own, a Tab stop (:func:`scrolling`)."""
-    return (f'<div class="{SCROLL}" role="region" tabindex="0" aria-label="{html.escape(name, quote=True)}" '
-            f'style="overflow-x: auto; max-width: 100%">{inner}</div>')
-
-
 def scrolling(markdown: str) -> str:
     """``markdown`` with each table and fenced block put in a region of its own that scrolls sideways when the
     window is too narrow for it (WCAG 1.4.10 lets a data table keep its two dimensions, not the text around
@@ -274,7 +267,9 @@ def code(text: str, name: str):
     region named ``name`` (:func:`scroll_region`): its lines keep their indentation and a docstring's diagrams,
     and scroll sideways on their own when the window is too narrow, instead of wrapping into each other."""
     from IPython.display import HTML, Code
-    inner = Code(text, language="python")._repr_html_().replace("<pre>", '<pre style="white-space: pre">', 1)
+    # The region scrolls, not the pre inside it: axe asks that whatever scrolls be a Tab stop, and the region is.
+    pre = '<pre style="white-space: pre; overflow: visible">'
+    inner = Code(text, language="python")._repr_html_().replace("<pre>", pre, 1)
     return HTML(scroll_region(inner, name))
 
 

@@ -75,10 +75,10 @@ hub: $(STAMP) $(HUB_PROXY) release  ## JupyterHub for a class on this server, as
 hub-stop:  ## stop the hub started by make hub (by its pid): it stops every user's server and the proxy
 	kill -TERM $$(cat "$(HUB_STATE)/jupyterhub.pid")
 
-test: $(STAMP)  ## the suite a newcomer runs (about 10 minutes): library, properties, notebooks, grading, browser
+test: $(STAMP)  ## the suite a newcomer runs (16 to 26 minutes on two cores): library, properties, notebooks, grading, browser
 	$(RUN) python -m pytest -n 2 --dist loadgroup -m "not long"
 
-# The long tests (pytest's `long` marker, about 20 minutes more): class-scale grading (fifty learners per set, a
+# The long tests (pytest's `long` marker, 20 to 30 minutes more): class-scale grading (fifty learners per set, a
 # hostile class), every catalogued slip on the learners' keys, the run-time patch attacks, the stub evidence probe,
 # axe-core over every page, and the hub journey. CI runs them after `make test`; run them before changing grading.
 test-long: $(STAMP) $(if $(shell command -v npm 2>/dev/null),$(HUB_PROXY))  ## the long tests: class-scale grading, attacks, the hub, axe (CI runs them)

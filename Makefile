@@ -78,7 +78,7 @@ hub-stop:  ## stop the hub started by make hub (by its pid): it stops every user
 test: $(STAMP)  ## the suite a newcomer runs (16 to 26 minutes on two cores): library, properties, notebooks, grading, browser
 	$(RUN) python -m pytest -n 2 --dist loadgroup -m "not long"
 
-# The long tests (pytest's `long` marker, 20 to 30 minutes more): class-scale grading (fifty learners per set, a
+# The long tests (pytest's `long` marker, about 30 minutes more): class-scale grading (fifty learners per set, a
 # hostile class), every catalogued slip on the learners' keys, the run-time patch attacks, the stub evidence probe,
 # axe-core over every page, and the hub journey. CI runs them after `make test`; run them before changing grading.
 test-long: $(STAMP) $(if $(shell command -v npm 2>/dev/null),$(HUB_PROXY))  ## the long tests: class-scale grading, attacks, the hub, axe (CI runs them)

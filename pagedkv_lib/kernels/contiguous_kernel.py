@@ -3,7 +3,7 @@
 It is :func:`.numba_kernel.decode_request` with one change: where that program finds token ``t``
 through the block table (row ``t % S`` of block ``table[t // S]``), this one finds it at row
 ``starts[b] + t`` of one packed ``[sum(T), H_kv, D]`` array, request after request. Same steps of
-``step_tokens`` tokens, same online softmax (:func:`.numba_kernel._online_softmax` itself), same
+``step_tokens`` tokens, same online softmax (:func:`.softmax_step._online_softmax` itself), same
 passes (two tokens and four query heads per pass over K rows, four tokens and four query heads per
 pass over V rows), no prefetches either, same fp32 maths: timing the two side by side on the
 same bytes shows what the table's indirection costs alone.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .numba_kernel import _FASTMATH, _online_softmax
+from .softmax_step import _FASTMATH, _online_softmax
 
 
 @njit(nogil=True, cache=True, fastmath=_FASTMATH)

@@ -111,10 +111,8 @@ class OwnedCollect(ExchangeCollect):
                                               f"({err.strerror or type(err).__name__})")
         self._record_refusals()
         if self.refused:
-            whys = [why for _, why in self.refused.values()]
-            more = f"; and {len(whys) - SHOWN_REFUSALS} more" if len(whys) > SHOWN_REFUSALS else ""
-            self.fail(f"collected the others; refused {len(whys)} inbound entries (never read): "
-                      + "; ".join(whys[:SHOWN_REFUSALS]) + more)
+            self.fail(f"collected the others; refused {len(self.refused)} inbound entries (never read): "
+                      + _listed([why for _, why in self.refused.values()]))
 
     def _collect_one(self, rec: dict) -> None:
         student, entry = rec["username"], rec["entry"]
@@ -161,6 +159,12 @@ class OwnedCollect(ExchangeCollect):
             json.dump(log, fh, indent=1)
 
 
+def _listed(items: list) -> str:
+    """``items`` joined by "; ", the first :data:`SHOWN_REFUSALS` of them, then how many more there are."""
+    more = f"; and {len(items) - SHOWN_REFUSALS} more" if len(items) > SHOWN_REFUSALS else ""
+    return "; ".join(items[:SHOWN_REFUSALS]) + more
+
+
 def _noted(notes: list, refused: dict) -> list:
     """A status's ``notes`` with one note per refused entry (``refused``: entry name -> why): a note from an
     earlier collect on the same entry is replaced, not repeated; at most :data:`SHOWN_REFUSALS` entries are
@@ -200,6 +204,4 @@ class OwnedReleaseFeedback(ExchangeReleaseFeedback):
                 skipped.append(f"{student} ({shown(notebook_id)}: {why})")   # a file name the learner chose
                 self.log.error("feedback not released for %s: %s", student, skipped[-1])
         if skipped:
-            more = f"; and {len(skipped) - SHOWN_REFUSALS} more" if len(skipped) > SHOWN_REFUSALS else ""
-            self.fail(f"released the others' feedback; not released for {len(skipped)}: "
-                      + "; ".join(skipped[:SHOWN_REFUSALS]) + more)
+            self.fail(f"released the others' feedback; not released for {len(skipped)}: " + _listed(skipped))

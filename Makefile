@@ -52,6 +52,9 @@ HOMES     ?=
 COURSE    ?=
 # What learners run (hub/accounts.py): the learner release and a venv with its library, readable by all.
 RUNTIME   ?= /srv/pagedkv
+# Each learner's home and hand-ins: a file system of its own, this many MiB, its image in HOME_IMAGES (hub/home_images.py).
+LEARNER_HOME_MIB ?= 512
+HOME_IMAGES      ?= /var/lib/pagedkv-homes
 
 $(HUB_PROXY): hub/package.json hub/package-lock.json
 	@command -v npm >/dev/null || { echo "the hub's proxy needs node >= 20 and npm (e.g. apt-get install nodejs npm)" >&2; exit 1; }
@@ -62,7 +65,8 @@ hub: $(STAMP) $(HUB_PROXY) release  ## JupyterHub for a class on this server, as
 	@test "$$(id -u)" = 0 || { echo "make hub creates system users and starts servers as them: run it as root (sudo make hub)" >&2; exit 1; }
 	$(BIN)/python hub/accounts.py create --roster "$(abspath $(CLASS))" --exchange "$(abspath $(EXCHANGE))" \
 		--release "$(abspath $(RELEASE))" --runtime "$(abspath $(RUNTIME))" \
-		$(if $(HOMES),--homes "$(abspath $(HOMES))") $(if $(COURSE),--course "$(abspath $(COURSE))")
+		$(if $(HOMES),--homes "$(abspath $(HOMES))") $(if $(COURSE),--course "$(abspath $(COURSE))") \
+		--images "$(abspath $(HOME_IMAGES))" --home-mib "$(LEARNER_HOME_MIB)"
 	@mkdir -p "$(HUB_STATE)" && chmod 700 "$(HUB_STATE)"
 	cd "$(HUB_STATE)" && PATH="$(BIN):$$PATH" PAGEDKV_HUB_IP=$(HUB_IP) PAGEDKV_HUB_PORT=$(HUB_PORT) \
 		PAGEDKV_HUB_STATE="$(abspath $(HUB_STATE))" PAGEDKV_ROSTER="$(abspath $(CLASS))" \

@@ -19,8 +19,9 @@
   needs it now (the learners run the release, the instructor their own copy).
 
 The exchange root is created world-writable with the sticky bit (nbgrader's file exchange).
-``python hub/accounts.py remove`` deletes the roster's users, their homes, everything they own in the
-exchange and the runtime. ``python hub/accounts.py clear-inbound --assignment A [--entry NAME]`` removes what
+Each learner's home and hand-in folder live on a small file system of their own (``home_images.py``,
+``inbound_folders.py``). ``python hub/accounts.py remove`` deletes the roster's users, their homes and disks,
+everything they own in the exchange and the runtime. ``python hub/accounts.py clear-inbound --assignment A [--entry NAME]`` removes what
 learners left in ``inbound/`` (a refused hand-in, or all of A's after collect), which the instructor cannot. Existing users and folders are left as they are, so ``create`` again is safe.
 """
 from __future__ import annotations
@@ -36,6 +37,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import home_images
+from inbound_folders import clear_inbound, open_inbound, remove_mount_point
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -252,7 +256,7 @@ def publish_lessons(instructor: str, course: Path, runtime: Path, exchange: Path
 
 
 def create(members: list[Member], exchange: Path, home_root: Path | None, course: Path | None,
-           release: Path, runtime: Path) -> None:
+           release: Path, runtime: Path, images: Path, mib: int) -> None:
     install_runtime(release, runtime)
     exchange.mkdir(parents=True, exist_ok=True)
     exchange.chmod(0o1777)   # every user writes here; the sticky bit keeps others' folders from being renamed
@@ -263,6 +267,8 @@ def create(members: list[Member], exchange: Path, home_root: Path | None, course
             subprocess.run(["useradd", "--create-home", *home, "--user-group", "--shell", "/bin/bash",
                             "--comment", m.name, m.id], check=True)
         home = Path(pwd.getpwnam(m.id).pw_dir)
+        if m.role == "learner":   # a file system of its own (home_images.py), before anything is copied in
+            home_images.mount_home(images, m.id, home, mib)
         home.chmod(0o700)
         if m.role == "learner" and not (home / "lessons").exists():
             shutil.copytree(runtime / "release" / "notebooks", home / "lessons")
@@ -360,13 +366,17 @@ def seal_checkout() -> None:
               f"it holds solutions/; learners run the release in the runtime")
 
 
-def remove(members: list[Member], exchange: Path, runtime: Path, course: Path | None) -> None:
+def remove(members: list[Member], exchange: Path, runtime: Path, course: Path | None, images: Path) -> None:
     """Delete each roster user with their home and mail spool, everything they own in ``exchange`` (their
     submissions and feedback, the instructor's course folder), ``runtime``, and ``course`` when it is given
     (a course directory outside the instructor's home); stop the hub first.
 
     Raises naming every user it could not remove (userdel refuses while a user has processes)."""
     uids = {pwd.getpwnam(m.id).pw_uid for m in members if exists(m.id)}
+    for m in (m for m in members if m.role == "learner"):   # their disks first: home and inbound folder
+        where = exchange / "pagedkv" / "inbound"
+        home_images.unmount(images, m.id, where / m.id, *([Path(pwd.getpwnam(m.id).pw_dir)] if exists(m.id) else []))
+        remove_mount_point(where, m.id)
     if exchange.is_dir():
         for folder, dirs, files in os.walk(exchange, topdown=False):
             for name in files + dirs:
@@ -388,26 +398,6 @@ def remove(members: list[Member], exchange: Path, runtime: Path, course: Path | 
         raise RuntimeError("could not remove " + "; ".join(failed))
 
 
-def clear_inbound(exchange: Path, course_id: str, assignment: str, entries: list[str] = ()) -> list[str]:
-    """Remove what learners left in ``inbound/`` for ``assignment`` (only the named ``entries`` when given),
-    as root: the instructor cannot, since each entry is its learner's and ``inbound/`` is sticky. A link is
-    removed itself, never followed (``shutil.rmtree`` works through folder descriptors). Returns the names
-    removed; ValueError naming an entry that is not there or belongs to another assignment."""
-    inbound = exchange / course_id / "inbound"
-    names = [n for n in sorted(os.listdir(inbound)) if n.split("+")[1:2] == [assignment]]
-    for name in entries:
-        if name not in names:
-            raise ValueError(f"--entry {name!r} is not an inbound entry of {assignment!r} in {inbound}")
-    chosen = list(entries) or names
-    for name in chosen:
-        path = inbound / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    return chosen
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="hub/accounts.py", description=__doc__.split("\n")[0])
     p.add_argument("command", choices=["create", "remove", "clear-inbound"])
@@ -417,6 +407,8 @@ def main(argv=None) -> int:
     p.add_argument("--release", default=str(REPO / "release"), help="the learner release (make release)")
     p.add_argument("--homes", default=None, help="create homes under this folder (default: useradd's, /home)")
     p.add_argument("--course", default=None, help="the instructor's course directory (default ~/pagedkv)")
+    p.add_argument("--images", default=home_images.IMAGES, help="learners' disk images (a root-only folder)")
+    p.add_argument("--home-mib", type=home_images.size_arg, default=home_images.HOME_MIB, help="each learner's disk, MiB")
     p.add_argument("--assignment", help="clear-inbound: the assignment whose inbound entries to remove")
     p.add_argument("--entry", action="append", default=[], help="clear-inbound: only this entry (repeatable)")
     args = p.parse_args(argv)
@@ -430,15 +422,16 @@ def main(argv=None) -> int:
         print(f"removed {len(gone)} inbound entries of {args.assignment}: {', '.join(gone) or 'none'}")
         return 0
     members = read_roster(args.roster)
+    images, mib = Path(args.images), args.home_mib
     if args.course and sum(m.role == "instructor" for m in members) > 1 and args.command == "create":
         print("COURSE= names one course folder, owned by one user; with several instructors in the roster leave it "
               "out: each gets ~/pagedkv, and the first in the roster leads (keys, lessons)", file=sys.stderr)
         return 1
     if args.command == "remove":
-        remove(members, Path(args.exchange), Path(args.runtime), Path(args.course) if args.course else None)
+        remove(members, Path(args.exchange), Path(args.runtime), Path(args.course) if args.course else None, images)
         return 0
     create(members, Path(args.exchange), Path(args.homes) if args.homes else None,
-           Path(args.course) if args.course else None, Path(args.release), Path(args.runtime))
+           Path(args.course) if args.course else None, Path(args.release), Path(args.runtime), images, mib)
     instructors = [m for m in members if m.role == "instructor"]
     for m in instructors:
         course = Path(args.course) if args.course else Path(pwd.getpwnam(m.id).pw_dir) / "pagedkv"
@@ -450,6 +443,8 @@ def main(argv=None) -> int:
     course = Path(args.course) if args.course else Path(pwd.getpwnam(lead.id).pw_dir) / "pagedkv"
     write_keys(lead.id, course, Path(args.roster))
     publish_lessons(lead.id, course, Path(args.runtime), Path(args.exchange))
+    open_inbound(Path(args.exchange) / "pagedkv" / "inbound", [m.id for m in members if m.role == "learner"],
+                 pwd.getpwnam(lead.id).pw_gid, images, mib)
     for m in instructors[1:]:
         share_course(lead.id, course, m.id, Path(pwd.getpwnam(m.id).pw_dir) / "pagedkv")
     seal_checkout()

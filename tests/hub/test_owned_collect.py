@@ -46,10 +46,22 @@ def users():
         subprocess.run(["userdel", name], check=False)
 
 
+def learner_folder(inbound: Path, learner: str) -> Path:
+    """``inbound/<learner>/`` as ``make hub`` leaves it (there a mount of the learner's own disk): theirs, 2750."""
+    folder = inbound / learner
+    if not folder.is_dir():
+        folder.mkdir()
+        own(folder, learner)
+        folder.chmod(0o2750)
+    return folder
+
+
 def entry(inbound: Path, owner: str, named: str, stamp: str = "2026-12-06 10:00:00.000000 UTC",
-          text: str = "answers", secret: str = "s3cret") -> Path:
-    """A hand-in as nbgrader's submit leaves it, named for ``named``, every file owned by ``owner``."""
-    folder = inbound / f"{named}+{ASSIGNMENT}+{stamp}+{secrets.token_hex(4)}"
+          text: str = "answers", secret: str = "s3cret", into: str | None = "") -> Path:
+    """A hand-in as nbgrader's submit leaves it, named for ``named``, every file owned by ``owner``, in the
+    folder of learner ``into`` (default: the owner's own; None: ``inbound/`` itself, nbgrader's own layout)."""
+    where = inbound if into is None else learner_folder(inbound, into or owner)
+    folder = where / f"{named}+{ASSIGNMENT}+{stamp}+{secrets.token_hex(4)}"
     folder.mkdir()
     (folder / f"{ASSIGNMENT}.ipynb").write_text(text)
     (folder / "timestamp.txt").write_text(stamp)
@@ -66,11 +78,11 @@ def own(path: Path, user: str) -> None:
 
 @pytest.fixture
 def course(tmp_path, monkeypatch):
-    """An exchange with ``pagedkv/inbound`` (sticky, world-writable) and an empty course directory."""
+    """An exchange with ``pagedkv/inbound`` (closed to learners, as make hub leaves it) and an empty course."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # nbgrader runs alembic
     inbound = tmp_path / "exchange" / "pagedkv" / "inbound"
     inbound.mkdir(parents=True)
-    inbound.chmod(0o1777)
+    inbound.chmod(0o751)
     (tmp_path / "course").mkdir()
     return tmp_path
 
@@ -89,15 +101,20 @@ def notes(root: Path) -> dict:
 
 
 def test_a_hand_in_named_for_another_is_refused_and_said(course, users):
-    """Attack 1: the attacker's folder named for the victim, later than the victim's own."""
+    """Attack 1: the attacker's folder named for the victim, later than the victim's own: in nbgrader's own
+    inbound/ layout its collect takes it; here it is refused in the victim's folder (where the file system
+    stops a learner: tests/hub/test_home_images.py) and in the attacker's own."""
     inbound = course / "exchange" / "pagedkv" / "inbound"
-    entry(inbound, users["victim"], users["victim"], text="victim's work")
+    mine = entry(inbound, users["victim"], users["victim"], text="victim's work", into=None)
     time.sleep(0.01)
-    entry(inbound, users["attacker"], users["victim"], stamp="2026-12-07 10:00:00.000000 UTC",
-          text="all wrong", secret="attacker-chosen")
+    forged = entry(inbound, users["attacker"], users["victim"], stamp="2026-12-07 10:00:00.000000 UTC",
+                   text="all wrong", secret="attacker-chosen", into=None)
     collect(course, ExchangeCollect)   # nbgrader's own: warns, and takes the forgery
     assert (submitted(course, users["victim"]) / f"{ASSIGNMENT}.ipynb").read_text() == "all wrong"
     (course / "course" / "submitted").rename(course / "plain")
+    for made, where in ((mine, users["victim"]), (forged, users["victim"])):
+        made.rename(learner_folder(inbound, where) / made.name)
+    entry(inbound, users["attacker"], users["victim"], stamp="2026-12-07 10:00:00.000000 UTC", text="all wrong")
     with pytest.raises(ExchangeError, match=f"names {users['victim']} but is owned by {users['attacker']}"):
         collect(course)
     got = submitted(course, users["victim"])
@@ -121,6 +138,7 @@ def test_a_link_is_never_followed_at_any_depth(course, users, tmp_path):
     collect(course, ExchangeCollect)
     assert (submitted(course, users["attacker"]) / f"{ASSIGNMENT}.ipynb").read_text() == "THE SOLUTION"
     (course / "course" / "submitted").rename(course / "plain")
+    linked.rename(learner_folder(inbound, users["attacker"]) / linked.name)   # in their own folder, as on the hub
     inner = entry(inbound, users["victim"], users["victim"])
     (inner / f"{ASSIGNMENT}.ipynb").unlink()
     (inner / f"{ASSIGNMENT}.ipynb").symlink_to(secret_file)
@@ -139,7 +157,7 @@ def test_a_bad_name_a_fifo_and_a_huge_file_cost_only_their_owner(course, users):
     inbound = course / "exchange" / "pagedkv" / "inbound"
     entry(inbound, users["attacker"], users["attacker"], text="first try")
     collect(course)
-    bad = inbound / "nobody+ps2_math+not-a-time"   # three parts: nbgrader's parse_utc fails on the time
+    bad = learner_folder(inbound, users["attacker"]) / "nobody+ps2_math+not-a-time"   # three parts: nbgrader's parse_utc fails on the time
     bad.mkdir()
     own(bad, users["attacker"])
     fifo_entry = entry(inbound, users["attacker"], users["attacker"])
@@ -171,12 +189,12 @@ def test_the_time_is_the_servers(course, users):
 def test_a_link_swapped_in_after_judging_is_refused(course, users, tmp_path):
     inbound = course / "exchange" / "pagedkv" / "inbound"
     folder = entry(inbound, users["victim"], users["victim"])
-    judged = judge(str(inbound), folder.name, ASSIGNMENT)
+    judged = judge(str(folder.parent), folder.name, ASSIGNMENT)
     (tmp_path / "secret").write_text("instructor's")
     (folder / "timestamp.txt").unlink()
     (folder / "timestamp.txt").symlink_to(tmp_path / "secret")
     with pytest.raises(Refused, match="without following a link"):
-        copy_entry(str(inbound), judged, str(tmp_path / "out"))
+        copy_entry(str(folder.parent), judged, str(tmp_path / "out"))
 
 
 def test_feedback_release_skips_only_the_learner_whose_files_are_odd(course, users):
@@ -208,16 +226,19 @@ def test_root_clears_what_a_learner_left_without_following_links(course, users, 
     kept = tmp_path / "kept"
     kept.mkdir()
     (kept / "precious").write_text("x")
-    link = inbound / f"{users['attacker']}+{ASSIGNMENT}+t+x"
+    link = learner_folder(inbound, users["attacker"]) / f"{users['attacker']}+{ASSIGNMENT}+t+x"
     link.symlink_to(kept)
-    other = entry(inbound, users["victim"], users["victim"]).rename(inbound / f"{users['victim']}+ps1_intuition+t+y")
+    old = entry(inbound, users["attacker"], users["attacker"], into=None)   # left in inbound/ itself before folders
+    other = entry(inbound, users["victim"], users["victim"])
+    other = other.rename(other.parent / f"{users['victim']}+ps1_intuition+t+y")
     with pytest.raises(ValueError, match="--entry 'nope'"):
         clear_inbound(course / "exchange", "pagedkv", ASSIGNMENT, ["nope"])
     assert locked.exists()
     assert clear_inbound(course / "exchange", "pagedkv", ASSIGNMENT, [locked.name]) == [locked.name]
     assert not locked.exists() and link.is_symlink()
-    assert clear_inbound(course / "exchange", "pagedkv", ASSIGNMENT) == [link.name]
-    assert (kept / "precious").read_text() == "x" and other.exists()
+    assert sorted(clear_inbound(course / "exchange", "pagedkv", ASSIGNMENT)) == sorted([link.name, old.name])
+    assert (kept / "precious").read_text() == "x" and other.exists() and not link.is_symlink() and not old.exists()
+    assert sorted(p.name for p in inbound.iterdir()) == sorted(users.values())   # the learners' folders stay
 
 
 def test_make_hub_finds_another_readable_copy_of_the_course():
@@ -305,9 +326,8 @@ def test_every_name_a_learner_chose_is_quoted_short_in_what_the_instructor_reads
     escaped, and name at most a few entries; feedback release's error too."""
     inbound = course / "exchange" / "pagedkv" / "inbound"
     for i in range(30):   # malformed names (three parts), 200 characters and an escape sequence each
-        (inbound / f"{'x' * 180}\x1b[2J{i:03d}+{ASSIGNMENT}+t").mkdir()
-    own(inbound, users["attacker"])
-    inbound.chmod(0o1777)
+        (learner_folder(inbound, users["attacker"]) / f"{'x' * 180}\x1b[2J{i:03d}+{ASSIGNMENT}+t").mkdir()
+    own(inbound / users["attacker"], users["attacker"])
     deep = entry(inbound, users["attacker"], users["attacker"])
     folder = deep
     for _ in range(10):
@@ -352,8 +372,31 @@ def test_a_taken_entrys_name_is_quoted_short_in_collects_log(course, users, capl
     """Formgrader shows collect's log: the name of an entry that is taken is the learner's words there too."""
     inbound = course / "exchange" / "pagedkv" / "inbound"
     folder = entry(inbound, users["victim"], users["victim"])
-    folder.rename(inbound / f"{users['victim']}+{ASSIGNMENT}+{'t' * 200}\x1b[2J+x")
+    folder.rename(folder.parent / f"{users['victim']}+{ASSIGNMENT}+{'t' * 200}\x1b[2J+x")
     caplog.set_level(logging.INFO, logger="traitlets")
     collect(course)
     said = [r.getMessage() for r in caplog.records if "Collected submission" in r.getMessage()]
     assert said and all("\x1b" not in m and len(m) < 200 for m in said), said
+
+
+def test_an_entry_is_taken_only_from_its_own_learners_folder(course, users):
+    """The hub's layout: an entry counts only inside ``inbound/<learner>/`` of the learner it names and who owns
+    it (entry and folder); one in ``inbound/`` itself or in a folder its learner does not own is refused."""
+    inbound = course / "exchange" / "pagedkv" / "inbound"
+    entry(inbound, users["victim"], users["victim"], text="victim's work")
+    entry(inbound, users["attacker"], users["attacker"], into=users["victim"])   # theirs, in the victim's folder
+    entry(inbound, users["attacker"], users["attacker"], into=None)   # in inbound/ itself
+    with pytest.raises(ExchangeError) as err:
+        collect(course)
+    said = str(err.value)
+    assert f"but is in {users['victim']!r}'s folder" in said and "is not in its learner's folder" in said, said
+    assert (submitted(course, users["victim"]) / f"{ASSIGNMENT}.ipynb").read_text() == "victim's work"
+    assert not submitted(course, users["attacker"]).exists()
+    shutil.rmtree(course / "course" / "submitted")
+    for made in inbound.iterdir():
+        shutil.rmtree(made)
+    entry(inbound, users["attacker"], users["attacker"])
+    own(inbound / users["attacker"], users["victim"])   # the attacker's folder, but not owned by them
+    with pytest.raises(ExchangeError, match=f"inbound folder {users['attacker']!r} is not {users['attacker']!r}'s own"):
+        collect(course)
+    assert not (course / "course" / "submitted").exists() or not any((course / "course" / "submitted").iterdir())

@@ -1,6 +1,10 @@
-"""nbgrader's collect and release-feedback for the class hub, where every learner can write in ``inbound/``.
+"""nbgrader's collect and release-feedback for the class hub, where a hand-in is a folder a learner wrote.
 
-``OwnedCollect`` takes a hand-in as a student's only when the hub's own record says that student made it:
+On the hub each learner hands in to ``inbound/<learner>/``, a folder on their own disk that only they can
+write (``hub/inbound_folders.py``); ``inbound/`` itself is closed to learners. ``OwnedCollect`` reads entries
+there, and still believes no name a learner wrote: the folder must be a folder owned by the learner it is
+named for, and an entry in it must name that same learner. An entry found in ``inbound/`` itself is refused.
+It takes a hand-in as a student's only when the hub's own record says that student made it:
 the entry is owned by the student's uid, and holds nothing but folders and regular files of theirs, within
 a size and a file count (``pagedkv_lib.course.instructor.intake.inbound_entries``). Its time is the
 server's, never the learner's ``timestamp.txt`` (which it overwrites in the collected copy). An entry that
@@ -24,6 +28,7 @@ import glob
 import json
 import os
 import shutil
+import stat
 from datetime import datetime, timezone
 
 from nbgrader.exchange.default.collect import ExchangeCollect
@@ -31,6 +36,7 @@ from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.utils import notebook_hash
 from pagedkv_lib.course.instructor.course_layout import COLLECT_LOG
 from pagedkv_lib.course.instructor.intake.inbound_entries import Refused, copy_entry, judge, owner_name, shown
+from pagedkv_lib.course.instructor.intake.submission_bounds import file_kind
 
 SHOWN_REFUSALS = 10
 """Most refused entries named in collect's error, and most notes on one student's status: a learner can make
@@ -57,24 +63,49 @@ class OwnedCollect(ExchangeCollect):
         assignment, wanted = self.coursedir.assignment_id, self.coursedir.student_id or "*"
         self.refused = {}   # entry name -> (owner, why)
         taken = {}
-        for name in sorted(os.listdir(self.inbound_path)):
-            if f"+{assignment}+" not in name or (wanted != "*" and not name.startswith(f"{wanted}+")):
+        for top in sorted(os.listdir(self.inbound_path)):
+            if f"+{assignment}+" in top:   # an entry in inbound/ itself, where no learner can write any more
+                self._refuse(top, f"inbound entry {shown(top)} is not in its learner's folder inbound/<learner>/",
+                             self.inbound_path)
+            if "+" in top or (wanted != "*" and top != wanted):
                 continue
-            try:
-                entry = judge(self.inbound_path, name, assignment)
-            except Refused as err:
-                self._refuse(name, str(err))
-                continue
-            except OSError as err:   # removed or unreadable meanwhile
-                self._refuse(name, f"inbound entry {shown(name)} could not be examined ({err.strerror})")
-                continue
-            taken.setdefault(entry.student, []).append(entry)
+            folder = os.path.join(self.inbound_path, top)
+            for name in self._entries(folder, top, assignment):
+                try:
+                    entry = judge(folder, name, assignment)
+                    if entry.student != top:
+                        raise Refused(f"inbound entry {shown(name)} names {shown(entry.student)} but is in "
+                                      f"{shown(top)}'s folder: not taken")
+                except Refused as err:
+                    self._refuse(name, str(err), folder)
+                    continue
+                except OSError as err:   # removed or unreadable meanwhile
+                    self._refuse(name, f"inbound entry {shown(name)} could not be examined ({err.strerror})", folder)
+                    continue
+                entry.folder = folder
+                taken.setdefault(entry.student, []).append(entry)
         self.duedate = self._duedate()
         self.src_records = [self._choose(entries) for entries in taken.values()]
 
-    def _refuse(self, name: str, why: str) -> None:
+    def _entries(self, folder: str, learner: str, assignment: str) -> list:
+        """The names of ``assignment``'s entries in the learner's folder ``inbound/<learner>/``; none, and the
+        folder refused, when it is not a folder (a link) or not owned by the learner it is named for."""
         try:
-            owner = owner_name(os.lstat(os.path.join(self.inbound_path, name)).st_uid)  # a link's own owner
+            info = os.lstat(folder)
+            if not stat.S_ISDIR(info.st_mode) or owner_name(info.st_uid) != learner:
+                raise Refused(f"inbound folder {shown(learner)} is not {shown(learner)}'s own folder "
+                              f"({file_kind(info.st_mode)} of {owner_name(info.st_uid)}'s): nothing in it taken")
+            return [n for n in sorted(os.listdir(folder)) if f"+{assignment}+" in n]
+        except Refused as err:
+            self._refuse(learner, str(err), self.inbound_path)
+        except OSError as err:
+            self._refuse(learner, f"inbound folder {shown(learner)} could not be listed ({err.strerror})",
+                         self.inbound_path)
+        return []
+
+    def _refuse(self, name: str, why: str, folder: str) -> None:
+        try:
+            owner = owner_name(os.lstat(os.path.join(folder, name)).st_uid)  # a link's own owner
         except OSError:
             owner = "unknown"
         self.refused[name] = (owner, why)
@@ -105,10 +136,10 @@ class OwnedCollect(ExchangeCollect):
             try:
                 self._collect_one(rec)
             except Refused as err:
-                self._refuse(rec["filename"], str(err))
+                self._refuse(rec["filename"], str(err), rec["entry"].folder)
             except OSError as err:   # our own paths stay out of what the learner's status may show
                 self._refuse(rec["filename"], f"inbound entry {shown(rec['filename'])} could not be collected "
-                                              f"({err.strerror or type(err).__name__})")
+                                              f"({err.strerror or type(err).__name__})", rec["entry"].folder)
         self._record_refusals()
         if self.refused:
             self.fail(f"collected the others; refused {len(self.refused)} inbound entries (never read): "
@@ -126,7 +157,7 @@ class OwnedCollect(ExchangeCollect):
         fresh = f"{dest}.collecting"   # beside dest, so never a folder autograde reads once collect returns
         shutil.rmtree(fresh, ignore_errors=True)
         try:
-            copy_entry(self.inbound_path, entry, fresh)
+            copy_entry(entry.folder, entry, fresh)
             # the server's time, whatever the learner wrote (a folder named timestamp.txt fails here: refused)
             with open(os.path.join(fresh, "timestamp.txt"), "w", encoding="utf-8") as fh:
                 fh.write(server_time(entry.time))

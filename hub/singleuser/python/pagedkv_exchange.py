@@ -11,15 +11,38 @@ takes that folder's group. nbgrader writes ``timestamp.txt`` and ``submission_se
 copy has reset the submission folder's mode (and so its set-group-id bit), so those files get the
 learner's own group: each such file is written again inside a fresh folder made in ``inbound/`` (which
 inherits the group) and moved into place.
+
+On the hub, ``inbound/`` itself is closed to learners: each hands in to ``inbound/<their user name>/``, a
+folder on their own disk that only they can write (``hub/inbound_folders.py``). So the submission goes
+there, and its name always starts with the learner's own user name (nbgrader would take ``--student``).
 """
+import base64
 import os
 import shutil
 import tempfile
 
 from nbgrader.exchange.default.submit import ExchangeSubmit
+from nbgrader.utils import get_username
 
 
 class PrivateSubmit(ExchangeSubmit):
+    def init_dest(self):
+        """nbgrader's, with ``inbound/<user>/`` in place of ``inbound/``, and the student id always the user's."""
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        user = get_username()
+        if not self.authenticator.has_access(user, self.coursedir.course_id):
+            self.fail("You do not have access to this course.")
+        if self.coursedir.student_id not in ("*", user):
+            self.fail(f"You hand in as yourself ({user}), not as {self.coursedir.student_id!r}.")
+        self.inbound_path = os.path.join(self.root, self.coursedir.course_id, "inbound", user)
+        if not os.path.isdir(self.inbound_path) or not os.access(self.inbound_path, os.W_OK | os.X_OK):
+            self.fail(f"Your hand-in folder {self.inbound_path} is missing or not yours to write: ask your "
+                      "instructor (make hub makes one for each learner of the roster).")
+        self.cache_path = os.path.join(self.cache, self.coursedir.course_id)
+        random_str = base64.urlsafe_b64encode(os.urandom(9)).decode("ascii")
+        self.assignment_filename = "+".join([user, self.coursedir.assignment_id, self.timestamp, random_str])
+
     def copy_files(self):
         super().copy_files()
         dest = os.path.join(self.inbound_path, self.assignment_filename)

@@ -11,7 +11,7 @@ import pytest
 
 
 from .browser_server import REPO
-from . import axe_check, jlab
+from . import axe_check, jlab, reflow
 from .jlab import (CUT_LINES_JS, commit_every_gate, error_outputs, menu, open_notebook, prompts, run_all, screenshots,
                    wait_idle)
 from .pages import expect
@@ -34,7 +34,8 @@ def test_each_lesson_after_one_run_all_renders_its_gates_hide_their_reveals_and_
     renders; one gate, one practice (with a hint) and one list work by keyboard alone, no key reaching the
     notebook (:mod:`keyboard`); each gate hides its reveal until the commit and refuses a second (02, 04);
     with every gate committed, axe-core finds no serious or critical WCAG 2.1 AA violation in what the
-    course draws, colour contrast included."""
+    course draws, colour contrast included; and every output reflows at 320 CSS px (:mod:`reflow`) before
+    the commits and after, 04 also in a 640 px window."""
     notebook = open_notebook(page, lab, f"notebooks/{name}")
     page.screenshot(path=str(page.shots / "00-opened.png"))
     run_all(page, notebook)
@@ -48,6 +49,9 @@ def test_each_lesson_after_one_run_all_renders_its_gates_hide_their_reveals_and_
     assert "Traceback (most recent call last)" not in text
     check_images(notebook, jlab.OUTPUT)
     assert notebook.evaluate(CUT_LINES_JS) == [], "code lines cut off at the window edge"
+
+    # reflow before any commit: an option whose text covers the radio beside it cannot be clicked
+    before = reflow.at_320(page, notebook, "before the commits")
 
     # the keyboard alone: one gate, one practice with a hint, one list; the cells unchanged after every key
     learner = Learner(page, notebook)
@@ -73,7 +77,17 @@ def test_each_lesson_after_one_run_all_renders_its_gates_hide_their_reveals_and_
     assert jlab.error_outputs(notebook) == []
     assert page.locator(".jp-WindowedPanel-viewport.jp-content-visibility-mode").count() == 0, "cells left undrawn"
     jlab.screenshots(page, "committed")
+    after = reflow.at_320(page, notebook, "after the commits")
+    assert before["outputs"] >= 5 and after["outputs"] > before["outputs"], (before, after)
     axe_check.assert_no_violations(page, name.removesuffix(".ipynb"))
+
+    if name == "04_demo.ipynb":   # the room and the canvas, then the whole tab in a 640 px window
+        expect(notebook.locator(".pagedkv-room")).to_have_count(1)
+        assert before["outputs"] >= 15 and after["regions"] >= 3, f"the reveals' tables lost their regions: {after}"
+        page.set_viewport_size({"width": 640, "height": 800})
+        window = reflow.read(page, notebook, None)
+        page.screenshot(path=str(page.shots / "640-window.png"))
+        assert window["found"] == [], "lesson 04 does not reflow at 640 px:\n" + "\n".join(window["found"])
 
 
 def test_the_default_hand_off_carries_the_committed_predictions_then_the_lab_rearms_when_the_block_size_moves(

@@ -5,7 +5,8 @@ hub started with ``make hub`` on a free loopback port, with a test-private excha
 course copy under one tmp folder. Each user drives their own JupyterLab in chromium. The instructor
 grades with the course's own ``make autograde feedback report`` in their JupyterLab terminal. learner2 is
 also the attacker of issue 37: they try to sign up as the instructor, hand in as learner1, hand in a link to the
-solutions, the instructor's solution notebook, a backdated ``timestamp.txt``, a malformed entry and a 2 GB file;
+solutions, the instructor's solution notebook, a backdated ``timestamp.txt``, a malformed entry and a 2 GB file
+(which fills only their own disk, then fails: learner1 hands in after it);
 what the instructor sees (formgrader, ``status.csv``, the report, grades, feedback) is asserted. Screenshots
 of each step go to ``artifacts/browser/hub/``. Whatever happens, the hub is stopped by its pid, every
 process of the test is checked gone, and the users, homes and folders are removed.
@@ -282,7 +283,7 @@ def hub():
     make = subprocess.Popen(
         ["make", "-o", ".venv/.installed", "hub", f"PORT={port}", f"CLASS={roster}", f"EXCHANGE={tmp / 'exchange'}",
          f"HUB_STATE={tmp / 'state'}", f"HOMES={tmp / 'homes'}", f"COURSE={tmp / 'course'}",
-         f"RELEASE={tmp / 'release'}", f"RUNTIME={tmp / 'runtime'}"],
+         f"RELEASE={tmp / 'release'}", f"RUNTIME={tmp / 'runtime'}", f"HOME_IMAGES={tmp / 'images'}"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     info = {"base": f"http://127.0.0.1:{port}", "tmp": tmp, "make": make, "started": started, "seen": set()}
     try:
@@ -295,7 +296,8 @@ def hub():
         uids = {pwd.getpwnam(u).pw_uid for u in (INSTRUCTOR, LEARNER1, LEARNER2) if _exists(u)}
         stray = _commands(_outliving(uids))
         removed = subprocess.run([*ACCOUNTS, "remove", "--roster", str(roster), "--exchange", str(tmp / "exchange"),
-                                  "--runtime", str(tmp / "runtime"), "--course", str(tmp / "course")],
+                                  "--runtime", str(tmp / "runtime"), "--course", str(tmp / "course"),
+                                  "--images", str(tmp / "images")],
                                  capture_output=True, text=True)
         orphans = [str(p) for p in tmp.rglob("*") if p.lstat().st_uid in uids]   # owned by a deleted user
         shutil.rmtree(tmp, ignore_errors=True)
@@ -458,7 +460,7 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         row(panel, "lessons").locator("button:text-is('Submit')").first.click()
         inbound = tmp / "exchange" / "pagedkv" / "inbound"
         deadline = time.monotonic() + 120
-        while not list(inbound.glob(f"{LEARNER1}+lessons+*")):
+        while not list((inbound / LEARNER1).glob(f"{LEARNER1}+lessons+*")):
             assert time.monotonic() < deadline, f"no hand-in of the lessons in {sorted(inbound.iterdir())}"
             one.page.wait_for_timeout(500)
         one.shot("05-learner1-lessons-handed-in")
@@ -466,9 +468,13 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
 
         # permissions, from learner1's own kernel: not the exchange's inbound, not learner2's submission, not the course
         inbound = tmp / "exchange" / "pagedkv" / "inbound"
-        theirs = [p for p in inbound.iterdir() if p.name.startswith(LEARNER2 + "+")]
-        assert len(theirs) == 1, sorted(inbound.iterdir())
+        assert sorted(p.name for p in inbound.iterdir()) == [LEARNER1, LEARNER2]   # one folder each, their own disk
+        theirs = [p for p in (inbound / LEARNER2).iterdir() if p.name.startswith(LEARNER2 + "+")]
+        assert len(theirs) == 1, sorted((inbound / LEARNER2).iterdir())
         attempts = {"list inbound": f"os.listdir({str(inbound)!r})",
+                    "write in inbound": f"os.mkdir({str(inbound / (LEARNER2 + '+' + ASSIGNMENT + '+t+x'))!r})",
+                    "write in learner2's folder": f"os.mkdir({str(inbound / LEARNER2 / (LEARNER2 + '+' + ASSIGNMENT + '+t+x'))!r})",
+                    "list learner2's folder": f"os.listdir({str(inbound / LEARNER2)!r})",
                     "read learner2's submission": f"open({str(theirs[0] / (ASSIGNMENT + '.ipynb'))!r}).read()",
                     "list learner2's submission": f"os.listdir({str(theirs[0])!r})",
                     "list the course": f"os.listdir({str(course)!r})",
@@ -496,28 +502,39 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         step("roles and permission checks")
 
         # attacks 1 and 2, as learner2 (their uid, as from their terminal): a later hand-in named for learner1, with a
-        # secret of their choosing, and a link to the instructor's solutions named as their own later hand-in
-        later = "2099-01-01 00:00:00.000000 UTC"
-        forge = (f"import os, shutil\nd = {str(inbound)!r} + '/{LEARNER1}+{ASSIGNMENT}+{later}+forged'\nos.mkdir(d)\n"
-                 f"import sys\nopen(d + '/{ASSIGNMENT}.ipynb', 'w').write(sys.stdin.read())\n"
+        # secret of their choosing, and a link to the instructor's solutions named as their own later hand-in.
+        # In inbound/ itself and in learner1's folder the file system refuses the forgery; in learner2's own
+        # folder it is made, and collect refuses it below.
+        later, mine = "2099-01-01 00:00:00.000000 UTC", inbound / LEARNER2
+        refused = [str(inbound / f"{LEARNER1}+{ASSIGNMENT}+{later}+forged"),
+                   str(inbound / LEARNER1 / f"{LEARNER1}+{ASSIGNMENT}+{later}+forged")]
+        forge = (f"import os, shutil, sys\nfor d in {refused!r}:\n    try:\n        os.mkdir(d)\n"
+                 "    except PermissionError:\n        print('refused', d)\n"
+                 f"d = {str(mine)!r} + '/{LEARNER1}+{ASSIGNMENT}+{later}+forged'\nos.mkdir(d)\n"
+                 f"open(d + '/{ASSIGNMENT}.ipynb', 'w').write(sys.stdin.read())\n"
                  "open(d + '/timestamp.txt', 'w').write('" + later + "')\nopen(d + '/submission_secret.txt', 'w').write('chosen')\n"
-                 f"os.symlink({str(course / 'solutions' / ASSIGNMENT)!r}, {str(inbound)!r} + '/{LEARNER2}+{ASSIGNMENT}+{later}+link')\n")
+                 f"os.symlink({str(course / 'solutions' / ASSIGNMENT)!r}, {str(mine)!r} + '/{LEARNER2}+{ASSIGNMENT}+{later}+link')\n")
         made = subprocess.run(["runuser", "-u", LEARNER2, "--", "/usr/bin/python3", "-c", forge], capture_output=True,
                               text=True, input=json.dumps(released), cwd="/")   # the blank release: 0 points
-        assert made.returncode == 0, made.stderr
+        assert made.returncode == 0 and made.stdout.count("refused") == 2, (made.stdout, made.stderr)
         # attacks 3-5, as learner2: they hand in the instructor's own solution notebook through their Assignment List
-        # (3), then backdate its timestamp.txt (5), and leave an empty folder with a malformed name and a 2 GB file (4)
+        # (3), then backdate its timestamp.txt (5), and leave an empty folder with a malformed name and a 2 GB file (4):
+        # the file fills learner2's own disk (make hub's LEARNER_HOME_MIB) and stops there, "No space left on device"
         before = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
-        theirs_now = hand_in(two, inbound, leaked_solution(source))
-        big = inbound / f"{LEARNER2}+{ASSIGNMENT}+{later}+big"
+        theirs_now = hand_in(two, mine, leaked_solution(source))
+        big = mine / f"{LEARNER2}+{ASSIGNMENT}+{later}+big"
         attack = (f"import os\nopen({str(theirs_now / 'timestamp.txt')!r}, 'w').write({BACKDATED!r})\n"
-                  f"os.mkdir({str(inbound / MALFORMED)!r})\nos.mkdir({str(big)!r})\n"
+                  f"os.mkdir({str(mine / MALFORMED)!r})\nos.mkdir({str(big)!r})\n"
                   f"fd = os.open({str(big / 'big.bin')!r}, os.O_WRONLY | os.O_CREAT, 0o600)\n"
                   "os.posix_fallocate(fd, 0, 2 * 2**30)\n")
         made = subprocess.run(["runuser", "-u", LEARNER2, "--", "/usr/bin/python3", "-c", attack], capture_output=True,
                               text=True, cwd="/")
-        assert made.returncode == 0, made.stderr
-        step("attacks 1-5 (learner2)")
+        assert made.returncode != 0 and "No space left on device" in made.stderr, (made.returncode, made.stderr)
+        assert shutil.disk_usage(mine).free < 16 * 2**20 and shutil.disk_usage(inbound / LEARNER1).free > 256 * 2**20
+        # learner1 hands in again after it, through their Assignment List: their own disk has room
+        after_attack = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+        hand_in(one, inbound / LEARNER1, one.api("GET", f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb")["content"])
+        step("attacks 1-5 (learner2), learner1 hands in again")
 
         # 4. the instructor collects (formgrader), grades with the course's make targets (terminal), releases feedback
         said = formgrader_click(teacher, "collect", modal="#error-modal")   # the others collected, the forgeries named
@@ -525,6 +542,13 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         assert f"{MALFORMED!r}" in said and "more than 104,857,600 bytes" in said, said[:3000]   # attack 4 named
         stamp = (course / "submitted" / LEARNER2 / ASSIGNMENT / "timestamp.txt").read_text()
         assert datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f UTC") >= before, stamp   # attack 5: the server's time
+        stamp = (course / "submitted" / LEARNER1 / ASSIGNMENT / "timestamp.txt").read_text()
+        assert datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f UTC") >= after_attack, stamp   # the hand-in after it
+        # root clears the 2 GB attempt (accounts.py clear-inbound), which gives learner2's disk its room back
+        cleared = subprocess.run([*ACCOUNTS, "clear-inbound", "--exchange", str(tmp / "exchange"), "--assignment",
+                                  ASSIGNMENT, "--entry", big.name], capture_output=True, text=True)
+        assert cleared.returncode == 0 and not big.exists(), cleared.stderr
+        assert shutil.disk_usage(mine).free > 256 * 2**20
         teacher.shot("07-formgrader-collected")
         assert sorted(p.name for p in (course / "submitted").iterdir()) == [LEARNER1, LEARNER2]
         step("collect from formgrader")

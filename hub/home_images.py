@@ -104,6 +104,17 @@ def bind(source: Path, target: Path) -> None:
         _run("mount", "--bind", "-o", OPTIONS, str(source), str(target))
 
 
+def bind_fd(source: Path, target: int, path: Path) -> None:
+    """``source`` mounted on the folder open as descriptor ``target`` (``/proc/self/fd``, not canonicalized:
+    the kernel mounts on that very folder, whatever link is put at its path meanwhile), then made
+    ``nodev,nosuid`` at ``path`` (where it now is: a remount only takes rights away)."""
+    proc = subprocess.run(["mount", "--no-canonicalize", "--bind", str(source), f"/proc/self/fd/{target}"],
+                          capture_output=True, text=True, pass_fds=(target,))
+    if proc.returncode != 0:
+        raise RuntimeError(f"mount --bind {source} on {path} failed: {proc.stderr.strip()}")
+    _run("mount", "-o", f"remount,bind,{OPTIONS}", str(path))
+
+
 def mount_home(images: Path, user: str, home: Path, mib: int = HOME_MIB) -> None:
     """``user``'s home becomes the folder ``home/`` of their file system (0700, theirs); what the home held
     before (useradd's skeleton files) is copied in the first time."""
@@ -137,6 +148,8 @@ def unmount(images: Path, user: str, *targets: Path) -> None:
     system (its loop device is freed with it), and delete the image. RuntimeError naming what is busy
     (a process of the user's still running: stop the hub first)."""
     for target in targets:
+        if os.path.realpath(target) != os.path.abspath(target):   # a link put there by whoever owns a folder above
+            raise RuntimeError(f"{target} is reached through a link: not unmounted (remove the link, then again)")
         if is_mounted(target):
             _run("umount", str(target))
     root = image_root(images, user)

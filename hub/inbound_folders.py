@@ -26,15 +26,51 @@ MODE = 0o751
 
 def open_inbound(inbound: Path, learners: list[str], group: int, images: Path, mib: int = home_images.HOME_MIB) -> None:
     """Each of ``learners`` gets ``inbound/<learner>/``, their disk's hand-in folder (group ``group``, the
-    lead instructor's) bind-mounted there; ``inbound/`` itself is closed to learners (:data:`MODE`)."""
-    inbound.chmod(MODE)
-    for user in learners:
-        source = home_images.hand_in_folder(images, user, group, mib)
-        target = inbound / user
-        if target.is_symlink() or (target.exists() and not target.is_dir()):
-            raise RuntimeError(f"{target} is not a folder: remove it (accounts.py clear-inbound) and run make hub again")
-        target.mkdir(mode=0o755, exist_ok=True)
-        home_images.bind(source, target)
+    lead instructor's) bind-mounted there; ``inbound/`` itself is closed to learners (:data:`MODE`).
+
+    Root works here in folders the lead instructor owns (``<course>/`` and ``inbound/`` in the exchange), so
+    nothing is followed: ``inbound/`` and each mount point are opened one part at a time with ``O_NOFOLLOW``
+    from the exchange's root, and the mount is made on the opened folder itself (``/proc/self/fd``), so a link
+    put in their place never has root mount a learner's folder elsewhere."""
+    top = _open_below(inbound.parent.parent, inbound.parent.name, inbound.name)
+    try:
+        os.fchmod(top, MODE)
+        for user in learners:
+            source = home_images.hand_in_folder(images, user, group, mib)
+            try:
+                os.mkdir(user, 0o755, dir_fd=top)
+            except FileExistsError:
+                pass
+            try:
+                target = os.open(user, _DIR, dir_fd=top)
+            except OSError as err:
+                raise RuntimeError(f"{inbound / user} is not a folder ({err.strerror}): remove it and run make hub "
+                                   "again") from None
+            try:
+                if not home_images.is_mounted(inbound / user):
+                    home_images.bind_fd(source, target, inbound / user)
+            finally:
+                os.close(target)
+    finally:
+        os.close(top)
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_below(base: Path, *parts: str) -> int:
+    """A descriptor for ``base/parts...``, each part opened relative to the last with ``O_NOFOLLOW``
+    (RuntimeError naming the path when a part is a link or no folder)."""
+    fd = os.open(base, _DIR)
+    try:
+        for part in parts:
+            nxt = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return fd
+    except OSError as err:
+        os.close(fd)
+        raise RuntimeError(f"{base.joinpath(*parts)} cannot be opened without following a link ({err.strerror})") from None
 
 
 def remove_mount_point(inbound: Path, user: str) -> None:

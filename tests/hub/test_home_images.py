@@ -128,6 +128,9 @@ def test_no_learner_writes_in_inbound_or_a_classmates_folder(hub_disks):
                         "    print(err.strerror)")
     assert said.stdout.strip() == "Permission denied", said
     assert sorted(os.listdir(inbound)) == sorted([one, two])
+    for target in (inbound / one, hub_disks["homes"] / one):   # no device files, no set-user-id programs
+        options = next(line.split()[5] for line in open("/proc/self/mountinfo") if line.split()[4] == str(target))
+        assert {"nodev", "nosuid"} <= set(options.split(",")), (target, options)
     assert oct(os.stat(inbound).st_mode & 0o7777) == "0o751" and oct(os.stat(inbound / one).st_mode & 0o7777) == "0o2750"
 
 
@@ -146,6 +149,36 @@ def test_make_hub_again_mounts_what_is_not_and_never_formats_an_image(hub_disks)
     assert (homes / one / "kept.txt").read_text() == "mine"
     assert list(home_images.mounted().values()).count(home_images.mounted()[str(homes / one)]) == 3
     assert oct(os.stat(homes / one).st_mode & 0o777) == "0o700" and os.stat(homes / one).st_uid == pwd.getpwnam(one).pw_uid
+
+
+def test_root_never_mounts_a_learners_folder_through_a_link(hub_disks):
+    """The lead instructor owns ``inbound/`` (nbgrader's release needs it): a link they put where a learner's
+    folder goes, or in place of ``inbound/`` itself, is refused and nothing is mounted where it points."""
+    one, teacher = hub_disks["names"]["one"], hub_disks["names"]["teacher"]
+    images, inbound, elsewhere = hub_disks["images"], hub_disks["inbound"], hub_disks["top"] / "elsewhere"
+    elsewhere.mkdir()
+    group = pwd.getpwnam(teacher).pw_gid
+    subprocess.run(["umount", str(inbound / one)], check=True)
+    (inbound / one).rmdir()
+    (inbound / one).symlink_to(elsewhere)
+    try:
+        with pytest.raises(RuntimeError, match="is not a folder"):
+            open_inbound(inbound, [one], group, images, MIB)
+        assert not home_images.is_mounted(elsewhere)
+        (inbound / one).unlink()
+        inbound.rename(inbound.with_name("moved"))
+        inbound.symlink_to(inbound.with_name("moved"))
+        with pytest.raises(RuntimeError, match="without following a link"):
+            open_inbound(inbound, [one], group, images, MIB)
+    finally:
+        if inbound.is_symlink():
+            inbound.unlink()
+            inbound.with_name("moved").rename(inbound)
+        if (inbound / one).is_symlink():
+            (inbound / one).unlink()
+        open_inbound(inbound, [one], group, images, MIB)
+    assert home_images.is_mounted(inbound / one) and not home_images.is_mounted(elsewhere)
+    elsewhere.rmdir()
 
 
 def test_a_size_out_of_bounds_is_refused_naming_the_option():

@@ -158,3 +158,21 @@ def test_the_rule_scan_finds_the_sentence_lesson_03_used_to_print():
     found = giveaways_in("03_code", [("What to remember", said)])
     assert {f.split()[0] for f in found} == {"q-hit", "p-hit"}
     assert not giveaways_in("01_intuition", [("What to remember", said)])   # another lesson's rule is not looked for
+
+
+def test_the_rule_scan_finds_lesson_03s_old_q_attn_and_q_paging_sentences_but_not_the_online_loops_rounding():
+    """Issue 36's audit: 03's "What to remember" and claim review gave ``q-attn``'s answer ("float rounding",
+    "to 1e-5") above the gate, and "torch ... pays for copies" leant on ``q-paging``'s for torch's rows. The
+    online loop's "up to float rounding" (cell 39) is about another claim and must not trip the scan."""
+    said = {"remember": "* Paged decode equals dense attention on the gathered K/V to float rounding; the online "
+                        "softmax\n  keeps $m$, $l$ and $acc$",
+            "claim review": "Section 3: paged\ndecode (reference, gather, online softmax, Triton and the fused kernel "
+                            "where installed) equals dense\nattention to `1e-5` on out-of-order blocks",
+            "torch": "torch, which cannot follow a table inside a matmul, pays\n  for copies and many small calls."}
+    found = giveaways_in("03_code", [(where, fold(text)) for where, text in said.items()])
+    assert {(f.split()[0], f.split(" in ")[1].split(":")[0]) for f in found} >= {
+        ("q-attn", "remember"), ("q-attn", "claim review"), ("q-paging", "torch")}, found
+    online = fold("Here are $m$, $l$ and the first three numbers of $acc$ after each block of request x, the first "
+                  "query\nhead (which reads the first KV head), computed from their definitions above. With "
+                  "`step_blocks=1` the loop\nholds these values after each step, up to float rounding:")
+    assert not giveaways_in("03_code", [("cell 39", online)])

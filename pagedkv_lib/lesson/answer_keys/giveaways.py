@@ -17,6 +17,13 @@ GIVEAWAYS: dict[str, tuple[str, ...]] = {
     "p-hit": _CACHED_PROMPT,
     # 03: what the first write into a block shared after a fork returns
     "q-cow": (r"first write (?:into a shared|copies)", r"copies one partial block"),
+    # 03: how far paged decode lands from dense attention ("to float rounding", "to 1e-5"); the online loop's own
+    # "holds these values ... up to float rounding" (section 3) names no paged-vs-dense gap and does not match
+    "q-attn": (r"(?:paged|dense)[^.;:]{0,80}\b(?:to|by|within|only) (?:float|floating[- ]point) rounding",
+               r"(?:paged|dense)[^.;:]{0,80}\b(?:to|within|below|under) \$?1e-0?5",
+               r"(?:paged|dense)[^.;:]{0,80}\bnot (?:the same )?bit for bit"),
+    # 03: what paging costs in the measured table; for torch's rows (without numba), that its paged version costs
+    "q-paging": (r"torch[^.;]{0,80}\bpays for (?:the )?cop(?:y|ies)",),
     # 02: for which block sizes measured slack stays near (S - 1) / 2
     "q-slack": (r"span many blocks", r"fits? inside one block"),
     # 04's opening lens: what paging mainly buys a server on the same GPU

@@ -130,7 +130,6 @@ FACTS_03 = (
          "c27", check=_roads),
     Fact(_03, "so position 12 must share a block with positions 8-11", "c25",
          check=_position_12),
-    Fact(_03, "to `1e-5`", "c43", code="err <= 1e-5"),
     Fact(_03, "found 32 of its 37 tokens in the prefix cache", "c49", check=_tinylm_hit),
     # the library's prose in this lesson (library_prose.rendered_prose): items, reveals, misconceptions
     Fact(_03, "Controls: S = 4", "c04", check=lambda: (_section1()["S"],)),

@@ -177,6 +177,20 @@ def test_a_typed_number_in_a_reveal_is_caught():
     assert [n.text for n in unaccounted("02_math", typed, FACTS)] == ["56"]
 
 
+def test_a_gates_choices_are_scanned_and_a_typed_number_in_them_is_caught(monkeypatch):
+    """Issue 36's audit: a gate's choices are prose the learner reads before the commit. A q-slack choice naming
+    a block size cell-23 does not test (256) is caught; q-paging's are read as speed_table's f-strings, their
+    thresholds blanked as live fields (rendered from the constants, not registered)."""
+    from dataclasses import replace
+    from pagedkv_lib.lesson.answer_keys import GATE_KEYS
+    key = GATE_KEYS["q-slack"]
+    monkeypatch.setitem(GATE_KEYS, "q-slack", replace(key, choices=(*key.choices, "yes for 256 only")))
+    said = [(w, t) for w, t in rendered_prose("02_math") if w == "q-slack choices"]
+    assert [n.text for n in unaccounted("02_math", said, FACTS)] == ["256"]
+    paging = dict(rendered_prose("03_code"))["q-paging choices"]
+    assert "about the same (…x to …x)" in paging and "0.95" not in paging
+
+
 NOT_YET_SCANNED_MODULES: dict[str, str] = {
     # issue 36: modules that render fixed text into a lesson and are not in DISPLAY_MODULES yet, with the reason
     "pagedkv_lib.lesson.access": "styles and scripts for screen readers (CSS lengths such as 1px), no prose",

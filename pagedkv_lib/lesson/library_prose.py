@@ -89,9 +89,21 @@ def _blank_fields(template: str) -> str:
     return "".join(lit + ("…" if field is not None else "") for lit, field, *_ in string.Formatter().parse(template))
 
 
+def _choices(key, lesson: str) -> list[str]:
+    """A gate's choices as the scan reads them. Where a module that renders into ``lesson`` holds the choices
+    (``speed_table.PAGING_CHOICES``), each choice built there by an f-string from constants is read as that
+    f-string, its fields blanked as live fields are; any other choice is read as written."""
+    for module in (m for m, shown in DISPLAY_MODULES.items() if lesson in shown):
+        if any(v is key.choices for v in vars(importlib.import_module(module)).values()):
+            built = [t for _, t in module_prose(module) if "…" in t]
+            return [next((t for t in built if re.fullmatch(re.escape(t).replace("…", ".+?"), str(c))), str(c))
+                    for c in key.choices]
+    return [str(c) for c in key.choices]
+
+
 def rendered_prose(lesson: str) -> list[tuple[str, str]]:
-    """``(where, markdown)`` of every piece of prose the library shows in ``lesson``: its gates' reveal
-    templates (live fields blanked) and misconceptions, its practices' hints and known mistakes, its
+    """``(where, markdown)`` of every piece of prose the library shows in ``lesson``: its gates' choices,
+    reveal templates (live fields blanked) and misconceptions, its practices' hints and known mistakes, its
     opening lens, its learning map and its research-room items (an equation item as a formula), their
     titles, evidence and the self-checks that resolve them, except those that pose a number to try ("I
     can predict the hit for 9 tokens": a question, not a claim). Scanned
@@ -108,6 +120,7 @@ def rendered_prose(lesson: str) -> list[tuple[str, str]]:
         out += [(f"item {i.id} resolve", r) for r in i.resolve if not r.startswith("I can predict")]
     for key in GATE_KEYS.values():
         if key.lesson == lesson:
+            out += [(f"{key.id} choices", " | ".join(_choices(key, lesson)))] if key.choices else []
             out += [(f"{key.id} reveal", _blank_fields(t)) for t in key.texts]
             out += [(f"{key.id} misconception", m) for m in key.mistakes.values()]
     for key in PRACTICE_KEYS.values():

@@ -39,6 +39,7 @@ _MATH = re.compile(r"\$\$.+?\$\$|\$.+?\$", re.S)
 _OPERAND = re.compile(r"(?:(?<![A-Za-z])[A-Za-z]|\))\s*[-+*/^]\s*$")
 _OPERAND_AFTER = re.compile(r"\s*[-+*/^]\s*[A-Za-z](?![A-Za-z])|[A-Z](?![\w])")
 _COMPARED = re.compile(r"(?:[<>=]=?|[≤≥])\s*$")  # "ref count > 1", "at S = 1": a 0 or 1 as a bound or identity
+_ZERO_BOUND = re.compile(r"\b(?:exactly|above|below)\s+$")  # "above 0 but below ...": 0 as a bound, as after ">"
 _BOUND = re.compile(r"(?:,|\s+and|\s+to)\s+[A-Za-z]\s*-\s*1\b")
 _COUNTING = re.compile(r"\b0, 1, 2(?:, 3)?, (?:\.\.\.|…)")
 _PERCENTILE = re.compile(r"(?:st|nd|rd|th) percentile")
@@ -82,7 +83,7 @@ def numbers_in(markdown: str, cell: str = "") -> list[Number]:
     dollars, a constant joined to a one-letter variable by an operator (``S - 1``, ``2^b``, ``2P``), a 0
     bounding a range that ends at ``S - 1``, the count ``0, 1, 2, ...``, a percentile's name (``99th
     percentile``) and a 0 or 1 after a comparison or equals sign (``ref count > 1``, ``at S = 1``), a bound
-    or identity as 0 and 1 are in a formula. Numbers written
+    or identity as 0 and 1 are in a formula, as is a 0 after "exactly", "above" or "below" (``above 0``). Numbers written
     as words ("three requests") are not found. Whitespace is collapsed first, so a phrase may wrap
     across lines."""
     text = plain_prose(markdown)
@@ -106,7 +107,8 @@ def numbers_in(markdown: str, cell: str = "") -> list[Number]:
         after = text[m.end():m.end() + 16]
         if _OPERAND.search(text[max(0, start - 4):start]) or _OPERAND_AFTER.match(after) \
                 or (value == 0 and _BOUND.match(after)) or _PERCENTILE.match(after) \
-                or (value in (0, 1) and "." not in num and _COMPARED.search(text[max(0, start - 4):start])):
+                or (value in (0, 1) and "." not in num and _COMPARED.search(text[max(0, start - 4):start])) \
+                or (num == "0" and _ZERO_BOUND.search(text[max(0, start - 9):start])):
             continue
         if any(c.start() < start < c.end() and re.search(r"\w\(|\w=", c.group()) for c in code):
             continue

@@ -17,6 +17,7 @@ def _section1():
     seen = {"S": S, "r1": len(r1), "table1": bm.block_table("r1")}
     bm.add_request("r2", r1[:8] + [7, 8, 9])
     bm.add_request("r3", r1[:8])
+    seen["r3"] = bm.num_tokens("r3")
     bm.fork("r2", "r2b")
     seen["r2"] = bm.num_tokens("r2")
     bm.append_tokens("r2b", [42])
@@ -141,6 +142,11 @@ FACTS_03 = (
     Fact(_03, "the manager stores 30 token states where the ledger stores 22", "c23",
          check=lambda: (_stored_30_22()[0], _stored_30_22()[2])),
     Fact(_03, "equal to dense to 1e-5", "c43", code="err <= 1e-5"),
+    # the gates' choices (library_prose.rendered_prose): q-hit's are every whole-block count of r3's prompt;
+    # q-attn's bands end at the tolerance the kernels' asserts hold them to
+    Fact(_03, "0 | 4 | 8", "c10", check=lambda: tuple(range(0, _section1()["r3"] + 1, _section1()["S"]))),
+    Fact(_03, "below 1e-5", "c43", code="err <= 1e-5"),
+    Fact(_03, "above 1e-5", "c43", code="err <= 1e-5"),
     Fact(_03, "(30 vs 22 for A1-A3 at $S = 8$)", "c23",
          check=lambda: (_stored_30_22()[0], _stored_30_22()[2], 8)),
     Fact(_03, "equal the ledger's at $S = 4$ and differ by $2 \\times 4$ tokens at $S = 8$",

@@ -60,6 +60,9 @@ def _doubled_default():
 
 _02 = "02_math"
 FACTS_02 = (
+    # q-slack's choices (library_prose.rendered_prose): the block sizes cell-23 tests near (S - 1) / 2
+    Fact(_02, "yes for 4, 16, 64; no for 512", "cell-23", code="for S in (4, 16, 64))\nbig_ok = abs(gap[512])"),
+    Fact(_02, "no for 4, 16, 64; yes for 512", "cell-23", code="for S in (4, 16, 64))\nbig_ok = abs(gap[512])"),
     Fact(_02, "share a 12-token prompt", "cell-17", check=prompt),
     Fact(_02, "(2 for fp16/bf16)", "cell-05", check=_fp16_bytes),
     Fact(_02, "The factor 2 is keys", "cell-05", check=_kv_factor),

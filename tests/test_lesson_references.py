@@ -12,6 +12,12 @@ work ("Kwon et al. 2023 (sections 3-4)") is the other work's and is not checked.
 checked where it can be read without running anything: the block sizes a paragraph binds ("S = 8") must
 be among those the section it cites binds, in its prose or its code, and "the asserts of section 3" needs
 an ``assert`` in section 3's code.
+
+The problem sets' markdown (``solutions/*/*.ipynb``) cites lessons by name: "the Code lesson's section 3", "the
+Demo lesson, section 6". Such a reference must name a section of that lesson, agree with it as above, and each
+code name in backticks in its sentence must be one that section holds; a "section N" that names no lesson is an
+error. A set's "Eq. N" is the lesson's that its paragraph names, or else the set's own lesson's (ps2: 02_math),
+and a formula written beside it must be that lesson's.
 """
 from __future__ import annotations
 
@@ -20,7 +26,8 @@ import re
 import nbformat
 import pytest
 
-from conftest import LESSONS
+from conftest import LESSONS, REPO
+from pagedkv_lib.lesson.items import lesson as lesson_items
 from pagedkv_lib.lesson.library_prose import rendered_prose
 
 HEADING = re.compile(r"(?m)^##\s+(\d+)\s+·")
@@ -144,3 +151,78 @@ def test_an_equation_from_elsewhere_must_be_named_or_written_as_it_is_there():
     assert "not the formula" in wrong_equations(code, [("x", "(Eq. 1: $C = L H d b$)")])[0]
     assert "name that lesson" in wrong_equations(code, [("x", "as Eq. 2 says")])[0]
     assert "defined by no lesson" in wrong_equations(code, [("x", "as Eq. 7 says")])[0]
+
+
+# --- the problem sets' references to the lessons --------------------------------------------------------------------
+
+SETS = sorted((REPO / "solutions").glob("*/*.ipynb"))
+NAMED = re.compile(r"\b[Tt]he (Intuition|Math|Code|Demo) lesson(?:'s|,)? ?$")
+NAMED_ANYWHERE = re.compile(r"\b[Tt]he (Intuition|Math|Code|Demo) lesson\b")
+SET_EQUATION = re.compile(r"\bEq\. (\d+)(?:[:,]\s*(\$[^$]+\$))?")
+
+
+def lesson_called(name: str):
+    """The lesson whose route section is ``name`` ("Code": 03_code)."""
+    return next(p for p in LESSONS if lesson_items(p.stem).section == name)
+
+
+def _own_lesson(set_path):
+    """The lesson a set practises: ps2_math's is 02_math."""
+    return next(p for p in LESSONS if p.stem.split("_")[1] == set_path.stem.split("_")[1])
+
+
+def set_prose(path) -> list[tuple[str, str]]:
+    """``(where, paragraph)`` of a set's markdown, white space collapsed."""
+    return [(f"{path.stem} cell {c.get('id')}", " ".join(para.split()))
+            for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"
+            for para in re.split(r"\n\s*\n", c.source)]
+
+
+def _formula(text: str) -> str:
+    return re.sub(r"\\[,;!]|\\cdot|\s|\$", "", text)
+
+
+def wrong_set_references(path, said=None) -> list[str]:
+    """What is wrong with the lesson references of set ``path`` (or of ``said``, read as its)."""
+    problems = []
+    for where, para in (said if said is not None else set_prose(path)):
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z*(])", para):
+            for m in REFERENCE.finditer(sentence):
+                named = NAMED.search(sentence[:m.start()])
+                if not named:
+                    problems.append(f"{where}: {m.group()!r} names no lesson (write 'the Code lesson's section 3')")
+                    continue
+                lesson = lesson_called(named.group(1))
+                problems += wrong_references(lesson, [(where, sentence[named.end():])])[:1]
+                sec = sections(lesson).get(m.group(3), "")
+                problems += [f"{where}: {m.group()!r} of {lesson.stem} does not hold `{name}`"
+                             for name in re.findall(r"`([\w.]+)`", sentence)
+                             if sec and name.split(".")[-1] not in sec]
+        for m in SET_EQUATION.finditer(para):
+            named = NAMED_ANYWHERE.search(para)
+            lesson = lesson_called(named.group(1)) if named else _own_lesson(path)
+            n, formula = m.groups()
+            if n not in DEFINES.findall(_text(lesson)):
+                problems.append(f"{where}: 'Eq. {n}' is not an equation of {lesson.stem}")
+            elif formula and _formula(formula) not in _formula(_text(lesson)):
+                problems.append(f"{where}: 'Eq. {n}, {formula}' is not the formula of {lesson.stem}")
+    return problems
+
+
+@pytest.mark.parametrize("path", SETS, ids=lambda p: p.stem)
+def test_every_reference_of_a_problem_set_to_a_lesson_exists_and_agrees(path):
+    problems = wrong_set_references(path)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_wrong_reference_in_a_problem_set_is_caught():
+    ps2, ps3, ps4 = (next(p for p in SETS if p.stem.startswith(k)) for k in ("ps2", "ps3", "ps4"))
+    assert wrong_set_references(ps4, [("x", "The server preempts a request (the Demo lesson, section 6).")]) == []
+    assert "names no section of 04_demo" in wrong_set_references(ps4, [("x", "(the Demo lesson, section 9).")])[0]
+    assert "names no lesson" in wrong_set_references(ps4, [("x", "as section 6 shows.")])[0]
+    moved = "The Code lesson's section 2 shows the library's version (`pagedkv_lib.attention.triton_decode`)."
+    assert "does not hold `pagedkv_lib.attention.triton_decode`" in wrong_set_references(ps3, [("x", moved)])[0]
+    assert wrong_set_references(ps2, [("x", "for Eq. 1, $C_{\\mathrm{tok}} = 2\\,L\\,H_{kv}\\,d_{\\mathrm{head}}\\,b$, r")]) == []
+    assert "not the formula" in wrong_set_references(ps2, [("x", "for Eq. 1, $C = L\\,H\\,b$, r")])[0]
+    assert "not an equation of 02_math" in wrong_set_references(ps2, [("x", "as Eq. 7 says")])[0]
+    assert "not an equation of 04_demo" in wrong_set_references(ps2, [("x", "Eq. 1 of the Demo lesson")])[0]

@@ -202,6 +202,37 @@ NOT_YET_SCANNED_MODULES: dict[str, str] = {
 }
 
 
+NOT_LESSON_TEXT: dict[str, str] = {
+    # modules under pagedkv_lib/lesson whose strings reach a lesson another way, or never: with the reason
+    "pagedkv_lib.lesson.items": "the lenses and research-room items: read by library_prose.rendered_prose",
+    "pagedkv_lib.lesson.answer_keys": "what each lesson holds back: rendered_prose reads every gate's choices, "
+                                      "reveals and misconceptions and every practice's hints and mistakes",
+    "pagedkv_lib.lesson.claims": "the registry of cited figures (source, conditions) and say(), whose templates "
+                                 "are a cell's own and show live values; none of its strings is shown as is",
+    "pagedkv_lib.lesson.claim_facts": "the registry of facts: phrases the lessons' prose states, never shown",
+    "pagedkv_lib.lesson.library_prose": "this scan's own code",
+    "pagedkv_lib.lesson.prose_numbers": "this scan's own code",
+}
+
+
+def unlisted_lesson_modules(listed) -> list[str]:
+    """The modules under pagedkv_lib/lesson that hold displayable text (``module_prose``) and that ``listed``
+    (module names, a package standing for its modules) does not name."""
+    import pkgutil
+    import pagedkv_lib.lesson as lesson
+    names = [m.name for m in pkgutil.walk_packages(lesson.__path__, "pagedkv_lib.lesson.")]
+    return [n for n in names if module_prose(n) and not any(n == k or n.startswith(k + ".") for k in listed)]
+
+
+def test_every_lesson_module_that_writes_text_is_scanned_or_has_a_reason():
+    """Issue 36's audit: a new module that renders text into a lesson cannot bypass the module scan unnoticed."""
+    listed = [DISPLAY_MODULES, NOT_YET_SCANNED_MODULES, NOT_LESSON_TEXT]
+    assert all(set(a).isdisjoint(b) for i, a in enumerate(listed) for b in listed[i + 1:])
+    assert unlisted_lesson_modules([k for d in listed for k in d]) == []
+    dropped = [k for d in listed for k in d if k != "pagedkv_lib.lesson.viz"]
+    assert unlisted_lesson_modules(dropped) == ["pagedkv_lib.lesson.viz"]   # the check can fail
+
+
 @pytest.mark.parametrize("module", sorted(DISPLAY_MODULES))
 def test_every_number_in_a_modules_captions_headers_and_figure_text_is_live_cited_or_a_registered_fact(module):
     said = module_prose(module)

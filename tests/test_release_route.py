@@ -15,7 +15,9 @@ Colab: a new venv standing in for a Colab runtime (its torch, numpy, matplotlib,
 widget pins from the Makefile's ``COLAB_PINS``; no pagedkv_lib, no tqdm), a ``google.colab`` module present
 in every kernel, and each lesson's first cell as the release wrote it, with ``PAGEDKV_SOURCE`` set to the
 release's wheel as the release README tells a Colab learner to: the first lesson's cell installs the
-library, and every lesson then runs with every gate committed.
+library, and every lesson then runs with every gate committed. Then Colab's *Validate* (*Runtime > Run all*; no
+nbgrader there): every released set, answered as for JupyterLab, runs with its setup cell pointed the same way,
+shows no error, and each test cell prints its pass line (the Triton bonus may print its skip line).
 
 Cost: pip's cache makes the installs quick after the first run; the measured minutes are in RESULTS.md.
 """
@@ -79,6 +81,27 @@ import importlib
 importlib.invalidate_caches()
 import pagedkv_lib  # after the lessons: on the Colab stand-in the first lesson installs it
 report["library"] = pagedkv_lib.__file__
+Path(out).write_text(json.dumps(report))
+'''
+
+RUN_SETS = r'''
+import json, sys
+from pathlib import Path
+import nbformat
+from nbclient import NotebookClient
+out, first_cell, paths = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
+report = {}
+for path in map(Path, paths):
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source = nb.cells[0].source.replace(first_cell[0], first_cell[1])
+    NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    text = lambda o: o.get("text", "") + o.get("data", {}).get("text/plain", "")
+    outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+    report[path.stem] = {"errors": [o.get("evalue", "") for o in outputs if o.get("output_type") == "error"],
+                         "tests": {c.metadata["nbgrader"]["grade_id"]: "".join(text(o) for o in c.get("outputs", []))
+                                   for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+                                   and not c.metadata["nbgrader"].get("solution")}}
 Path(out).write_text(json.dumps(report))
 '''
 
@@ -193,6 +216,30 @@ def run_lessons(python: Path, release: Path, tmp: Path, env: dict, first_cell=No
     return json.loads(out.read_text())
 
 
+def run_answered_sets(python: Path, release: Path, tmp: Path, env: dict, first_cell: list[str]) -> dict:
+    """Each released set, answered as :func:`answered` types the reference answers in, run in ``python``'s kernel
+    from ``release``: ``{set: {"errors": [...], "tests": {grade_id: what the test cell printed}}}``."""
+    mine = [answered(released, release / "colab-work" / released.parent.name / released.name)
+            for released in sorted(release.glob("exercises/*/*.ipynb"))]
+    (tmp / "run_sets.py").write_text(RUN_SETS)
+    out = tmp / "sets.json"
+    proc = subprocess.run([str(python), str(tmp / "run_sets.py"), str(out), json.dumps(first_cell), *map(str, mine)],
+                          cwd=release, env=env, capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def assert_every_set_passes(report: dict) -> None:
+    """No error, and every test cell printed its pass line (the Triton bonus may print its skip line instead)."""
+    assert len(report) == 4, sorted(report)
+    for name, ran in report.items():
+        assert not ran["errors"], (name, ran["errors"][:3])
+        assert ran["tests"], name
+        for grade_id, printed in ran["tests"].items():
+            skipped = grade_id == "bonus_tests" and "Bonus skipped: " in printed
+            assert skipped or f"{grade_id}: the checks in this cell passed." in printed, (name, grade_id, printed[-600:])
+
+
 def assert_every_gate_committed(report: dict, venv: Path) -> None:
     assert report["library"].startswith(str(venv)), f"the lessons imported {report['library']}, not the new venv's"
     assert len(report["lessons"]) == 4, report["lessons"]
@@ -268,11 +315,16 @@ def test_on_a_colab_stand_in_the_releases_setup_cell_installs_the_wheel_and_ever
     readme = (out / "README.md").read_text()
     assert f"PAGEDKV_SOURCE = '/content/{wheel.name}'" in readme, "the README tells a Colab learner what to set"
     first = "PAGEDKV_SOURCE = None"
-    assert all(first in "".join(json.loads(nb.read_text())["cells"][0]["source"]) for nb in out.glob("notebooks/*.ipynb"))
+    assert all(first in "".join(json.loads(nb.read_text())["cells"][0]["source"])
+               for nb in [*out.glob("notebooks/*.ipynb"), *out.glob("exercises/*/*.ipynb")])
     start = time.monotonic()
     lessons = run_lessons(python, out, tmp_path, env, first_cell=[first, f"PAGEDKV_SOURCE = {str(wheel)!r}"])
     assert_every_gate_committed(lessons, venv)
-    route = {"runtime_install_s": round(installed, 1), "lessons_s": round(time.monotonic() - start, 1),
+    lessons_s = round(time.monotonic() - start, 1)
+    start = time.monotonic()
+    sets = run_answered_sets(python, out, tmp_path, env, [first, f"PAGEDKV_SOURCE = {str(wheel)!r}"])
+    assert_every_set_passes(sets)
+    route = {"runtime_install_s": round(installed, 1), "lessons_s": lessons_s, "sets_s": round(time.monotonic() - start, 1),
              "per_lesson_s": {k: v["seconds"] for k, v in lessons["lessons"].items()}}
     ARTIFACT.parent.mkdir(exist_ok=True)
     before = json.loads(ARTIFACT.read_text()) if ARTIFACT.is_file() else {}

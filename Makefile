@@ -84,7 +84,9 @@ test: $(STAMP)  ## the suite a newcomer runs (16 to 26 minutes on two cores): li
 
 # The long tests (pytest's `long` marker, about 30 minutes more): class-scale grading (fifty learners per set, a
 # hostile class), every catalogued slip on the learners' keys, the run-time patch attacks, the stub evidence probe,
-# axe-core over every page, and the hub journey. CI runs them after `make test`; run them before changing grading.
+# axe-core over every page, the hub journey, and the learner's route from the release (tests/test_release_route.py:
+# the release README's install block in a new venv, every lesson and every set Validated; then the Colab route on a
+# stand-in runtime, lessons and answered sets). CI runs them after `make test`; run them before changing grading.
 test-long: $(STAMP) $(if $(shell command -v npm 2>/dev/null),$(HUB_PROXY))  ## the long tests: class-scale grading, attacks, the hub, axe (CI runs them)
 	$(RUN) python -m pytest -n 2 --dist loadgroup -m long
 

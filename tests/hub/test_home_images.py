@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pwd
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,23 @@ import home_images  # noqa: E402
 from inbound_folders import clear_inbound, open_inbound, remove_mount_point  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="makes users and mounts: needs root, as make hub does")
+
+
+def _loop_devices() -> str | None:
+    """Why this machine cannot make a learner's disk (no mkfs.ext4, no free loop device), or None."""
+    if not shutil.which("mkfs.ext4"):
+        return "no mkfs.ext4 (e2fsprogs): make hub needs it for each learner's disk"
+    found = subprocess.run(["losetup", "-f"], capture_output=True, text=True) if shutil.which("losetup") else None
+    if found is None or found.returncode != 0:
+        return f"no free loop device (losetup -f: {found.stderr.strip() if found else 'no losetup'}): make hub needs one per learner"
+    return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def loop_devices():
+    why = _loop_devices() if os.geteuid() == 0 else None
+    if why:
+        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
 MIB = 32
 """Each test learner's disk, in MiB (about 26 MiB usable once ext4 has its records)."""
 

@@ -21,6 +21,7 @@ from conftest import LESSONS
 from pagedkv_lib.lesson.answer_keys import GATE_KEYS, PRACTICE_KEYS
 from pagedkv_lib.lesson.answer_keys.giveaways import GIVEAWAYS
 from pagedkv_lib.lesson.items import lesson as lesson_items
+from pagedkv_lib.lesson.library_prose import rendered_prose
 
 SHORTEST = 12
 """Kept-back text shorter than this (characters, after folding) is not looked for: "0", "4" and "yes" are
@@ -149,6 +150,17 @@ def test_no_lesson_states_a_gates_rule_in_words(path):
     screen before the commit, as a pasted answer would be (issue 36: lesson 03 said "a prompt of k cached full
     blocks reuses k - 1" above the q-hit gate)."""
     found = giveaways_in(path.stem, everything_in(path))
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_no_research_room_item_states_a_gates_rule_in_words(path):
+    """The research room (each lesson's last cell) shows its items' content, evidence and self-checks whatever the
+    learner has committed (issue 36's audit: 03's claim item said "paged decode equal to dense to 1e-5", its
+    demo-hit item "floor((T - 1) / S) blocks at most", its concept item when the first write copies)."""
+    said = [(where, fold(text)) for where, text in rendered_prose(path.stem) if where.startswith("item ")]
+    assert said
+    found = giveaways_in(path.stem, said)
     assert not found, "\n".join(found)
 
 

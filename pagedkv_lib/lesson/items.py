@@ -221,7 +221,8 @@ LESSONS = {
         (Item("concept", "concept", "A block manager with vLLM's semantics",
               "Blocks carry ref counts; each full block is filed in the prefix cache under a node for its whole "
               "prefix (the parent's node, its tokens, a salt); "
-              "fork shares every block and the first write into a shared partial block copies it.",
+              "fork shares every block, and what a later write into a shared block costs is the q-cow gate's "
+              "question.",
               ("Section 1, steps 1-4, and the block maps after each",
                "check_invariants, which rebuilds every count from the tables",
                "The free queue: uncached blocks first, cached free blocks last"),
@@ -247,19 +248,20 @@ LESSONS = {
          Item("demo-hit", "demo", "A prompt of exactly two cached full blocks",
               "Controls: S = 4, r3 = r1's first 8 tokens, both blocks in the prefix cache. Question: how "
               "many of r3's tokens come from the cache?",
-              ("BlockManager.add_request and where its lookup stops", "The last prompt token's logits",
-               "floor((T - 1) / S) blocks at most"),
-              ("I can predict the hit for any prompt length", "I can say why the last token is recomputed",
+              ("BlockManager.add_request and where its lookup stops", "What sampling r3's first new token needs",
+               "add_request's return value for r3"),
+              ("I can predict the hit for any prompt length", "I can say which of r3's tokens are computed, and why",
                "I can predict the hit for 9 tokens"), gate="q-hit"),
          Item("mis-nan", "misconception", "Out-of-order blocks change the attention result",
-              "Paged decode reads the same tokens through the block table; only float rounding differs.",
+              "Paged decode reads the same tokens through the block table; how far its output lands from dense "
+              "attention is the q-attn gate's question.",
               ("The NaN-filled cache and the three paged decodes against dense",
                "The online softmax's m, l and acc after each block",
                "The lengths that keep each request inside its own slots"),
               ("I can say why NaN in unused slots is never read", "I can explain the rescale e^(m_old - m_new)",
                "I can predict the error of a fused kernel")),
-         _claim("section 1's hits, fork and copy-on-write on a real BlockManager; paged decode equal to dense "
-                "to 1e-5; tinylm's identical tokens from both caches"))),
+         _claim("section 1's hits, fork and copy-on-write on a real BlockManager; every paged decode checked "
+                "against dense attention by section 3's asserts; tinylm's identical tokens from both caches"))),
     "04_demo": Lesson(
         "04_demo", "The allocation lab", "Demo", CLAIM,
         Lens("lens-04", "A server stops reserving each request's whole context up front and stores its KV "
@@ -295,7 +297,7 @@ LESSONS = {
               "Question: how many times larger is the paged batch than max's?",
               ("The mean running batch per policy", "Preemptions per request under paged memory",
                "The memory share holding token states"),
-              ("I can say why the paged batch is larger", "I can say why paged runs preempt",
+              ("I can say how the paged batch compares with max's, and why", "I can say why paged runs preempt",
                "I can name what the simulator does not measure (time)"), gate="sim-batch"),
          Item("mis-partial", "misconception", "A shared prompt is shared whatever the block size",
               "Only full blocks are shared: a prompt shorter than one block shares nothing.",
@@ -303,8 +305,8 @@ LESSONS = {
                "The practice's fork of a 20-token prompt at S = 8"),
               ("I can predict the savings from the prompt length and S",
                "I can say which block gets copied", "I can find the S where savings vanish")),
-         _claim("the lab checks the manager's invariants and W = R - T_unique; the simulator's paged batch is "
-                "larger than max's; the practice's answer comes from the real manager"))),
+         _claim("the lab checks the manager's invariants and W = R - T_unique; the simulator checks the paged "
+                "batch against max's; the practice's answer comes from the real manager"))),
 }
 """The four lessons, by notebook name."""
 

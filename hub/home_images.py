@@ -81,7 +81,8 @@ def image_root(images: Path, user: str) -> Path:
 
 def mount_image(images: Path, user: str, mib: int = HOME_MIB) -> Path:
     """``user``'s file system, made (sparse, ext4, ``-m 0``) if it has no image yet and mounted if it is not;
-    returns its mount point. An existing image is never formatted again, whatever ``mib`` says."""
+    returns its mount point. An existing image is never formatted again, whatever ``mib`` says (a larger
+    ``LEARNER_HOME_MIB`` applies to learners added after it)."""
     check_size(mib)
     images.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chown(images, 0, 0)
@@ -123,7 +124,12 @@ def mount_home(images: Path, user: str, home: Path, mib: int = HOME_MIB) -> None
     root = mount_image(images, user, mib)
     inside = root / "home"
     if not inside.exists():
-        shutil.copytree(home, inside, symlinks=True) if home.is_dir() else inside.mkdir()
+        try:
+            shutil.copytree(home, inside, symlinks=True) if home.is_dir() else inside.mkdir()
+        except (OSError, shutil.Error) as err:   # a home made before, too big for the disk
+            shutil.rmtree(inside, ignore_errors=True)
+            raise RuntimeError(f"{home} does not fit on {user}'s {mib} MiB disk ({err}): make hub "
+                               "LEARNER_HOME_MIB= larger, or move files out of it") from None
         uid, gid = _ids(user)
         for folder, dirs, files in os.walk(inside):
             for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:

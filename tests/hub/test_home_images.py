@@ -199,6 +199,23 @@ def test_root_never_mounts_a_learners_folder_through_a_link(hub_disks):
     elsewhere.rmdir()
 
 
+def test_a_home_too_big_for_its_disk_is_named(hub_disks):
+    """A home made before the disks (here 40 MiB in a 32 MiB disk): create stops naming the home and the fix,
+    and leaves no half-copied home (a rerun with a larger size starts clean)."""
+    teacher, homes, images = hub_disks["names"]["teacher"], hub_disks["homes"], hub_disks["images"]
+    with open(homes / teacher / "data.bin", "wb") as f:
+        f.write(bytes(40 * 2**20))
+    try:
+        with pytest.raises(RuntimeError, match=f"{homes / teacher} does not fit on {teacher}'s {MIB} MiB disk"):
+            home_images.mount_home(images, teacher, homes / teacher, MIB)
+        assert not home_images.is_mounted(homes / teacher)
+        assert not (home_images.image_root(images, teacher) / "home").exists()
+    finally:
+        home_images.unmount(images, teacher)
+        (homes / teacher / "data.bin").unlink()
+    assert not loops_of(images / f"{teacher}.img")
+
+
 def test_a_size_out_of_bounds_is_refused_naming_the_option():
     for bad in (4, 0, -1, "x"):
         said = subprocess.run([sys.executable, str(REPO / "hub" / "accounts.py"), "create", "--home-mib", str(bad)],

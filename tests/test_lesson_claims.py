@@ -52,6 +52,11 @@ def test_formula_constants_are_exempt_but_values_and_numeric_formulas_are_not():
     assert _texts(numbers_in(r"$\lceil 10/4 \rceil = 3$")) == ["10", "4", "3"]
 
 
+def test_a_zero_after_exactly_above_or_below_is_a_bound_and_other_numbers_there_are_not():
+    assert _texts(numbers_in("exactly 0: the same floats; above 0 but below 1e-5")) == ["1e-5"]
+    assert _texts(numbers_in("above 0.5 and exactly 3 blocks, 0 copies")) == ["0.5", "3", "0"]
+
+
 def test_scientific_and_thousands_are_one_number():
     found = numbers_in("to `1e-5`, and 8.03e9 parameters, 1,000 tokens")
     assert [n.value for n in found] == [1e-5, 8.03e9, 1000]

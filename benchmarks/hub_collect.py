@@ -1,8 +1,10 @@
 """Time the hub's collect (``hub/singleuser/python/pagedkv_collect.py``) on a class with one huge hand-in.
 
 Makes ``--learners`` throwaway system users (root only; removed at the end), gives each an inbound entry
-as nbgrader's submit leaves it (a notebook of ``--notebook-kib`` KiB, timestamp.txt, submission_secret.txt),
-and to the first a file of ``--huge-gib`` GiB made with fallocate (real blocks, instantly). Prints the
+as nbgrader's submit leaves it (a notebook of ``--notebook-kib`` KiB, timestamp.txt, submission_secret.txt)
+in their own folder ``inbound/<learner>/`` (the hub's layout, ``hub/inbound_folders.py``; here on the same
+disk, without the hub's per-learner images), and to the first a file of ``--huge-gib`` GiB made with
+fallocate (real blocks, instantly). Prints the
 wall time of one collect and how many learners it collected. Usage:
 
     sudo .venv/bin/python benchmarks/hub_collect.py --learners 100 --huge-gib 2
@@ -44,7 +46,9 @@ def main() -> int:
             inbound.mkdir(parents=True)
             body = os.urandom(args.notebook_kib * 1024)
             for i, name in enumerate(names):
-                folder = inbound / f"{name}+ps2_math+2026-12-06 10:00:00.000000 UTC+{secrets.token_hex(4)}"
+                own = inbound / name
+                own.mkdir()
+                folder = own / f"{name}+ps2_math+2026-12-06 10:00:00.000000 UTC+{secrets.token_hex(4)}"
                 folder.mkdir()
                 (folder / "ps2_math.ipynb").write_bytes(body)
                 (folder / "timestamp.txt").write_text("2026-12-06 10:00:00.000000 UTC")
@@ -53,7 +57,7 @@ def main() -> int:
                     subprocess.run(["fallocate", "-l", str(int(args.huge_gib * 2**30)), str(folder / "big.bin")],
                                    check=True)
                 uid, gid = pwd.getpwnam(name).pw_uid, pwd.getpwnam(name).pw_gid
-                for f in [folder, *folder.iterdir()]:
+                for f in [own, folder, *folder.iterdir()]:
                     os.lchown(f, uid, gid)
             Path(tmp, "course").mkdir()
             where = CourseDirectory(root=str(Path(tmp, "course")), course_id="pagedkv", assignment_id="ps2_math")

@@ -80,7 +80,7 @@ hub-stop:  ## stop the hub started by make hub (by its pid): it stops every user
 	kill -TERM $$(cat "$(HUB_STATE)/jupyterhub.pid")
 
 test: $(STAMP)  ## the suite a newcomer runs (16 to 26 minutes on two cores): library, properties, notebooks, grading, browser
-	$(RUN) python -m pytest -n 2 --dist loadgroup -m "not long"
+	$(RUN) python -m pytest -n 2 --dist loadgroup -m "not long" --durations=25
 
 # The long tests (pytest's `long` marker, about 30 minutes more): class-scale grading (fifty learners per set, a
 # hostile class), every catalogued slip on the learners' keys, the run-time patch attacks, the stub evidence probe,
@@ -88,7 +88,7 @@ test: $(STAMP)  ## the suite a newcomer runs (16 to 26 minutes on two cores): li
 # the release README's install block in a new venv, every lesson and every set Validated; then the Colab route on a
 # stand-in runtime, lessons and answered sets). CI runs them after `make test`; run them before changing grading.
 test-long: $(STAMP) $(if $(shell command -v npm 2>/dev/null),$(HUB_PROXY))  ## the long tests: class-scale grading, attacks, the hub, axe (CI runs them)
-	$(RUN) python -m pytest -n 2 --dist loadgroup -m long
+	$(RUN) python -m pytest -n 2 --dist loadgroup -m long --durations=25
 
 # Colab's widget stack: a separate venv with ipywidgets 7.7.1 and notebook 6.5.7 (Colab ships both); the widget
 # and lab tests, the Colab setup cell, and every lesson with its gates committed from Python, all under 7.7.1;

@@ -246,7 +246,7 @@ def test_sign_up_tells_a_roster_id_it_can_log_in_and_any_other_name_that_it_cann
 def test_a_folder_others_cannot_search_is_the_one_named():
     import shutil
     import tempfile
-    from accounts import _unsearchable
+    from runtimes import _unsearchable
     tmp_path = Path(tempfile.mkdtemp())   # not under pytest's own tmp folder, which others cannot search
     try:
         _check_unsearchable(tmp_path, _unsearchable)

@@ -29,6 +29,7 @@ CASES_SCRIPT = textwrap.dedent('''
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
     from pagedkv_lib.attention import triton_decode, triton_split_decode
+    from pagedkv_lib.attention.partition_size import choose_partition_tokens
     from pagedkv_lib.attention.triton_decode import _padded
 
     arch, dtypes = int(sys.argv[1]), sys.argv[2].split(",")
@@ -50,9 +51,13 @@ CASES_SCRIPT = textwrap.dedent('''
     def single_pass(dtype):
         return [decode_consts(dtype, *shape) for shape in SHAPES]
 
-    def partitioned(dtype):  # one block per step for every shape, and a tile of four blocks for GQA
+    # The default size the library chooses for 4 x 16k tokens, 8 KV heads, on 132 SMs: the floor, 256 tokens.
+    CHOSEN_BLOCKS = choose_partition_tokens(16384, 4, 8, 16, 132, blocks_per_step=4) // 16
+
+    def partitioned(dtype):  # one block per step for every shape; four for GQA, at 32 blocks and the chosen size
         return [dict(decode_consts(dtype, *shape), BLOCKS_PER_PARTITION=32, BLOCKS_PER_STEP=1) for shape in SHAPES] + [
-            dict(decode_consts(dtype, 8, 16, 128), BLOCKS_PER_PARTITION=32, BLOCKS_PER_STEP=4)]
+            dict(decode_consts(dtype, 8, 16, 128), BLOCKS_PER_PARTITION=blocks, BLOCKS_PER_STEP=4)
+            for blocks in (32, CHOSEN_BLOCKS)]
 
     def merge(dtype):
         return [dict(HEAD_DIM=d, PAD_DIM=_padded(d)) for d in (128, 24)]
@@ -94,5 +99,6 @@ def test_every_kernel_compiles_for_the_target(arch):
     lines = result.stdout.splitlines()
     assert not [line for line in lines if line.startswith("NO CASES")], result.stdout
     ok = [line for line in lines if line.startswith("OK")]
-    # Three decode shapes for the single pass, four for the partitioned kernel, two head dims for the merge.
-    assert len(ok) == (3 + 4 + 2) * len(TARGETS[arch]), result.stdout
+    # Three decode shapes for the single pass, five for the partitioned kernel, two head dims for the merge.
+    assert len(ok) == (3 + 5 + 2) * len(TARGETS[arch]), result.stdout
+    assert "('BLOCKS_PER_PARTITION', 16), ('BLOCKS_PER_STEP', 4)" in result.stdout, "the chosen size, compiled"

@@ -3,7 +3,8 @@
 :mod:`.triton_decode` runs one program per (sequence, KV head), which walks every block of its
 sequence in turn. With few sequences and long contexts that is few programs, each with a long
 serial loop, and most of the GPU waits. Here each sequence is cut into *partitions* of
-``partition_tokens`` tokens (vLLM's v2 kernel uses 512), one program per (sequence, KV head,
+``partition_tokens`` tokens (vLLM's v2 kernel uses 512; here chosen by default from the batch and the
+device's SMs, :mod:`.partition_size`), one program per (sequence, KV head,
 partition), and each program writes a partial result: its running max ``m``, sum ``l`` and
 unnormalised accumulator ``acc``. A second step merges a sequence's partials exactly as the online
 softmax merges blocks: rescale each by ``2 ** (m_p - max_p m_p)``, add, divide by the summed ``l``.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from ..validation import check_int
+from .partition_size import choose_partition_tokens, sm_count
 from .spec import check_scale
 # First: without Triton this import raises the library's message on how to install it.
 from .triton_decode import _LOG2_E, _check_device_mode, _check_inputs, _padded
@@ -27,7 +29,7 @@ from .triton_decode import _LOG2_E, _check_device_mode, _check_inputs, _padded
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-__all__ = ["VLLM_PARTITION_TOKENS", "merge_partitions", "paged_decode_triton_split"]
+__all__ = ["VLLM_PARTITION_TOKENS", "chosen_partition_tokens", "merge_partitions", "paged_decode_triton_split"]
 
 VLLM_PARTITION_TOKENS = 512
 """Tokens per partition in vLLM's ``paged_attention_v2``: its Python wrappers' ``_PARTITION_SIZE``, which must equal
@@ -150,12 +152,14 @@ def _merge_partitions_kernel(acc_ptr, m_ptr, l_ptr, out_ptr, num_parts,
 def paged_decode_triton_split(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                               block_tables: torch.Tensor, seq_lens: torch.Tensor, *,
                               scale: float | None = None,
-                              partition_tokens: int = VLLM_PARTITION_TOKENS,
+                              partition_tokens: int | str | None = None,
                               blocks_per_step: int = 1) -> torch.Tensor:
     """:func:`~.triton_decode.paged_decode_triton`, computed in partitions of ``partition_tokens``.
 
     Same arguments, checks, result and tolerances; ``partition_tokens`` must be a positive multiple
-    of the block size (a partition holds whole blocks). Partitions per sequence:
+    of the block size (a partition holds whole blocks), or ``None``/``"auto"`` (the default) for
+    :func:`~.partition_size.choose_partition_tokens`'s choice from the table's width, the batch, the KV
+    heads and the device's SMs. Partitions per sequence:
     ``ceil(block_tables.shape[1] * S / partition_tokens)``, from the table's width, so the host never
     waits for ``seq_lens``. ``blocks_per_step`` (a power of two) blocks are read per step of the loop, as
     one tile; the result is the same for any.
@@ -163,15 +167,31 @@ def paged_decode_triton_split(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     scale = check_scale(scale, q.shape[-1])
     block_size = k_cache.shape[1]
+    blocks_per_step = check_int("blocks_per_step", blocks_per_step, minimum=1)
+    if blocks_per_step & (blocks_per_step - 1):
+        raise ValueError(f"blocks_per_step must be a power of two (a tile side), got {blocks_per_step}")
+    if partition_tokens is None or isinstance(partition_tokens, str):
+        if partition_tokens not in (None, "auto"):
+            raise ValueError(f"partition_tokens must be None or 'auto' (chosen from the batch) or a positive "
+                             f"multiple of the block size {block_size}, got {partition_tokens!r}")
+        partition_tokens = chosen_partition_tokens(q, k_cache, block_tables, blocks_per_step)
     partition_tokens = check_int("partition_tokens", partition_tokens, minimum=block_size)
     if partition_tokens % block_size:
         raise ValueError(f"partition_tokens must be a multiple of the block size {block_size}, "
                          f"got {partition_tokens}")
-    blocks_per_step = check_int("blocks_per_step", blocks_per_step, minimum=1)
-    if blocks_per_step & (blocks_per_step - 1):
-        raise ValueError(f"blocks_per_step must be a power of two (a tile side), got {blocks_per_step}")
     return _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale, partition_tokens,
                              blocks_per_step=blocks_per_step)
+
+
+def chosen_partition_tokens(q, k_cache, block_tables, blocks_per_step: int = 1) -> int:
+    """The default partition size for these tensors: :func:`~.partition_size.choose_partition_tokens` with
+    the table's width as the longest length (known on the host, as the partition count is), the batch, the
+    KV heads, the block size and the SMs of ``q``'s device. No GPU sync; an empty batch or table gets the
+    fallback size."""
+    batch, block_size, width = q.shape[0], k_cache.shape[1], block_tables.shape[1]
+    max_len = width * block_size if batch and width else None
+    return choose_partition_tokens(max_len, max(batch, 1), k_cache.shape[2], block_size, sm_count(q.device),
+                                   blocks_per_step=blocks_per_step)
 
 
 def _launch_unchecked(q, k_cache, v_cache, block_tables, seq_lens, scale: float,

@@ -8,5 +8,6 @@
 * :mod:`.triton_decode`: a Triton paged decode kernel (optional extra ``triton``).
 * :mod:`.triton_split_decode`: the same, each sequence cut into partitions and merged (vLLM's
   ``paged_attention_v2`` idea): many more programs when requests are few and long.
+* :mod:`.partition_size`: its default partition size, from the batch and the device's SMs (no Triton needed).
 * :mod:`.batch`: random paged batches for tests, benchmarks and the Code lesson.
 """

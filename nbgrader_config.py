@@ -76,3 +76,12 @@ c.GenerateFeedback.preprocessors = [
     "pagedkv_lib.course.instructor.reporting.learner_feedback.PlainMath",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+
+# A hand-in is shown to the instructor as HTML on their own server (formgrader's manual grading) and to the
+# learner as feedback, both made by nbconvert's HTMLExporter: none of the learner's script may run there, since
+# it would act with the instructor's cookies (issue 37). sanitize_html alone leaves nbgrader's markdown cells and
+# an image's width/height raw; pagedkv_lib/course/instructor/reporting/safe_html.py says what each line closes.
+_SAFE = "pagedkv_lib.course.instructor.reporting.safe_html."
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {"clean_html": _SAFE + "clean_html", "strip_files_prefix": _SAFE + "clean_markdown_html"}
+c.HTMLExporter.preprocessors = [_SAFE + "PlainImageSizes"]

@@ -72,14 +72,16 @@ def test_one_long_sequence_on_many_sms_gets_many_partitions(max_len, sm_count, n
     assert choose_partition_tokens(max_len, 1, 8, 16, 132) == max(256, _ladder(math.ceil(max_len / 256), 16))
 
 
-@given(max_len=st.integers(1, 2048), batch=st.integers(512, 4096), sm_count=st.integers(1, 132))
+@given(max_len=st.integers(1, 2048), batch=st.integers(PS.PROGRAMS_PER_SM * 132 // 8, 8192),
+       sm_count=st.integers(1, 132))
 def test_a_large_batch_of_short_sequences_gets_one_partition_each(max_len, batch, sm_count):
+    """A batch whose (sequence, KV head) pairs alone fill the SMs (8 KV heads, at most 132 SMs)."""
     size = choose_partition_tokens(max_len, batch, 8, 16, sm_count)
     assert size >= max_len and size == _ladder(max_len, 16)
 
 
 def test_the_benchmark_shapes_on_an_h200_and_a_t4():
-    """What the GPU check will time (benchmarks/triton_attention.py --chosen): 32 query / 8 KV heads, 16-token blocks."""
+    """What the GPU check times (benchmarks/triton_attention.py --chosen): 32 query and 8 KV heads, blocks of 16."""
     cases = {"sharegpt": (1232, 32), "4k": (4096, 32), "16k": (16384, 4)}   # table width in tokens, batch
     h200 = {name: choose_partition_tokens(t, b, 8, 16, 132) for name, (t, b) in cases.items()}
     t4 = {name: choose_partition_tokens(t, b, 8, 16, 40) for name, (t, b) in cases.items()}
@@ -130,7 +132,7 @@ def test_the_kernel_at_the_chosen_size_equals_the_reference(tri, dtype, lens, bl
         assert math.ceil(width / size) == partitions, size
         out = paged_decode_triton_split(*args, partition_tokens=size, blocks_per_step=blocks_per_step)
         assert_matches_reference(out, args)
-        if sms == PS.DEFAULT_SM_COUNT:   # the default (None, "auto") is this choice, bit for bit
+        if sms == PS.sm_count(args[0].device):   # the default (None, "auto") is this choice, bit for bit
             for default in (None, "auto"):
                 auto = paged_decode_triton_split(*args, partition_tokens=default, blocks_per_step=blocks_per_step)
                 assert torch.equal(auto, out)

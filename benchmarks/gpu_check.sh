@@ -5,11 +5,17 @@
 #
 # 1. pytest, compiled (no TRITON_INTERPRET): every Triton test against the reference on the GPU, bf16 included
 #    (the interpreter cannot check bf16), several blocks per step, the compile check for sm_75/sm_80/sm_90, and
-#    lesson 03's GPU measurement (tests/test_triton_attention.py runs it on the device there).
+#    lesson 03's GPU measurement (tests/test_triton_attention.py runs it on the device there), and the kernel at
+#    the chosen partition sizes (tests/test_triton_partition_size.py).
 # 2. Lesson 03's timing section as a learner with this GPU gets it: speed_table.measure_here on the lesson's
 #    batch, twice, its table, the gate's question and the choice it would count right.
 # 3. benchmarks/triton_attention.py in fp16 and in bf16 (sharegpt-like, 32 x 4k, 4 x 16k), with the partitioned
-#    kernel at one, two and four blocks per step (the A/B of issue 39 item 1).
+#    kernel at one, two and four blocks per step (the A/B of issue 39 item 1), and at the partition size the
+#    library now chooses by default (--chosen): per case a line "chosen partition tokens (N SMs): 256 (x1), ...",
+#    and the rows triton_split_chosen, triton_split_chosen_x2, triton_split_chosen_x4, to compare with
+#    triton_split_512, _512_x2, _512_x4 (same blocks per step). On 132 SMs (H100, H200) the rule picks 256 in
+#    all three cases, so the chosen rows should repeat triton_split_256[_xN] within noise; on other SM counts it
+#    differs (a T4's 40: 256, 1024, 512). Three rows more per case, no new kernel compiled on 132 SMs.
 # Each step writes its own log; a failing step does not stop the next. The device has its own torch and
 # triton and nothing can be installed there, so the first lines say which versions ran.
 set -u
@@ -36,7 +42,8 @@ step() {  # step NAME SECONDS COMMAND...: run it with a time limit, log to $OUT/
     cat /proc/loadavg
 } >"$OUT/summary.txt"
 
-step pytest 210 "$PY" -m pytest -q -p no:cacheprovider tests/test_triton_attention.py tests/test_triton_compile.py
+step pytest 210 "$PY" -m pytest -q -p no:cacheprovider tests/test_triton_attention.py tests/test_triton_compile.py \
+    tests/test_triton_partition_size.py
 step lesson03 60 "$PY" - <<'EOF'
 import numpy as np
 from pagedkv_lib.kernels.gpu_timing import gpu_unavailable
@@ -53,6 +60,8 @@ for run in (1, 2):
     print("answer:", ST.paging_answer(speed))
     print("\n" + ST.paging_reveal(speed)[1])
 EOF
-step triton_fp16 100 "$PY" benchmarks/triton_attention.py --dtype float16 --partitions 512,256 --blocks-per-step 2,4
-step triton_bf16 100 "$PY" benchmarks/triton_attention.py --dtype bfloat16 --partitions 512,256 --blocks-per-step 2,4
+step triton_fp16 100 "$PY" benchmarks/triton_attention.py --dtype float16 --partitions 512,256 --blocks-per-step 2,4 \
+    --chosen
+step triton_bf16 100 "$PY" benchmarks/triton_attention.py --dtype bfloat16 --partitions 512,256 --blocks-per-step 2,4 \
+    --chosen
 echo "total: $(( $(date +%s) - start )) s" | tee -a "$OUT/summary.txt"

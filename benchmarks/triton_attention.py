@@ -1,7 +1,7 @@
 """The Triton paged decode kernel against SDPA on contiguous caches, timed in the same run on a GPU.
 
 Usage: python benchmarks/triton_attention.py [--dtype float16] [--batch-4k 32] [--batch-16k 4]
-       [--partitions 512,256,128] [--blocks-per-step 2,4] [--peak-gbs 4800]
+       [--partitions 512,256,128] [--blocks-per-step 2,4] [--chosen] [--peak-gbs 4800]
 
 Needs a CUDA GPU (timing Triton's CPU interpreter would measure the interpreter): on a machine
 without one it exits with status 1 and says so. The CPU comparison of the torch versions is
@@ -25,6 +25,10 @@ Methods, all producing the same ``[B, 32, 128]`` output (checked against fp32 at
   idea), one program per partition of ``P`` tokens, then one merge launch, unchecked;
   ``triton_split_P_torch_merge`` the same partials merged by ``merge_partitions`` in torch (the A/B);
   ``triton_split_P_xN`` the same kernel reading ``N`` blocks per step as one tile (issue 39's A/B);
+  with ``--chosen``, ``triton_split_chosen`` and ``triton_split_chosen_xN``: the size
+  :func:`~pagedkv_lib.attention.triton_split_decode.chosen_partition_tokens` picks for the case on this GPU
+  (the public function's default; printed in the case's header), to compare with ``triton_split_512``
+  and ``triton_split_512_xN`` at the same blocks per step (issue 39's A/B of the chosen size);
 * ``sdpa_padded``: one ``scaled_dot_product_attention`` call over a contiguous, head-major,
   zero-padded ``[B, H_kv, T_max, D]`` batch (a key-padding mask when lengths differ);
 * ``sdpa_per_request``: one SDPA call per request on its own contiguous ``[1, H_kv, T, D]``.
@@ -96,10 +100,12 @@ def fp32_reference(c):
     return out[:, :, 0, :]
 
 
-def timed_methods(triton_attention, triton_split, partitions: list[int], blocks_per_step: list[int]) -> dict:
+def timed_methods(triton_attention, triton_split, partitions: list[int], blocks_per_step: list[int],
+                  chosen: bool = False) -> dict:
     """Name -> function of a case. ``triton_paged`` is the public call (argument checks included:
     they copy the tables to the host and wait for the GPU); ``triton_kernel`` the launch alone;
-    ``triton_split_P`` the partitioned kernel and its merge, partitions of ``P`` tokens, unchecked."""
+    ``triton_split_P`` the partitioned kernel and its merge, partitions of ``P`` tokens, unchecked;
+    with ``chosen``, ``triton_split_chosen[_xN]`` at the size the library's default picks for the case."""
     def unchecked(c):  # what the unchecked launches take: the case's tensors and the default scale
         return c["q"], c["k_cache"], c["v_cache"], c["tables"], c["lens"], 1.0 / math.sqrt(c["q"].shape[-1])
 
@@ -112,12 +118,23 @@ def timed_methods(triton_attention, triton_split, partitions: list[int], blocks_
     def split(size, blocks=1):
         return lambda c: triton_split._launch_unchecked(*unchecked(c), size, blocks_per_step=blocks)
 
+    def chosen_size(c, blocks):  # the public default's size for this case, found once (host arithmetic)
+        key = f"chosen_x{blocks}"
+        if key not in c:
+            c[key] = triton_split.chosen_partition_tokens(c["q"], c["k_cache"], c["tables"], blocks)
+        return c[key]
+
+    def split_chosen(blocks):
+        return lambda c: triton_split._launch_unchecked(*unchecked(c), chosen_size(c, blocks), blocks_per_step=blocks)
+
     def split_torch_merge(c):  # the A/B of the one-launch merge: the same partials, merged in torch
         return triton_split.merge_partitions(*triton_split._partials(*unchecked(c), partitions[0])).to(c["q"].dtype)
 
     return dict(triton_kernel=triton_kernel, triton_paged=triton_paged,
                 **{f"triton_split_{size}": split(size) for size in partitions},
                 **{f"triton_split_{size}_x{n}": split(size, n) for size in partitions for n in blocks_per_step},
+                **({"triton_split_chosen": split_chosen(1)} if chosen else {}),
+                **({f"triton_split_chosen_x{n}": split_chosen(n) for n in blocks_per_step} if chosen else {}),
                 **{f"triton_split_{partitions[0]}_torch_merge": split_torch_merge},
                 sdpa_padded=sdpa_padded, sdpa_per_request=sdpa_per_request)
 
@@ -152,6 +169,10 @@ def run_case(name: str, lens: list[int], methods: dict, dtype: torch.dtype, seed
     best_base = min(secs["sdpa_padded"], secs["sdpa_per_request"])
     print(f"\n### {name}: B={len(lens)}, tokens mean {sum(lens) / len(lens):.0f} / max {max(lens)}, "
           f"K+V {kv_bytes / 2**20:.0f} MiB, {dtype}")
+    chosen = {key: size for key, size in c.items() if key.startswith("chosen_x")}
+    if chosen:
+        print(f"chosen partition tokens ({torch.cuda.get_device_properties(0).multi_processor_count} SMs): "
+              + ", ".join(f"{size} (x{key[8:]})" for key, size in chosen.items()))
     peak_col = " | fraction of peak" if peak_bw else ""
     print(f"| method | median us | time / faster SDPA | GB/s (K+V read) | fraction of copy bw{peak_col} | max abs err |")
     print("|---|---:|---:|---:|---:|" + ("---:|" if peak_bw else "") + "---:|")
@@ -172,6 +193,8 @@ def main() -> None:
                         help="partition sizes (tokens) of the partitioned kernel to time, comma-separated")
     parser.add_argument("--blocks-per-step", default="2,4",
                         help="blocks per step of the partitioned kernel to time beside one, comma-separated")
+    parser.add_argument("--chosen", action="store_true",
+                        help="also time the partitioned kernel at the size the library chooses for each case")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -192,7 +215,7 @@ def main() -> None:
     peak_bw = args.peak_gbs * 1e9 if args.peak_gbs else None
     trace = sharegpt_like(32, seed=args.seed, max_context=4096)
     methods = timed_methods(triton_attention, triton_split, [int(p) for p in args.partitions.split(",")],
-                            [int(n) for n in args.blocks_per_step.split(",") if n])
+                            [int(n) for n in args.blocks_per_step.split(",") if n], chosen=args.chosen)
     lens = (trace.prompt_len + trace.output_len[:, 0]).tolist()
     run_case("sharegpt", lens, methods, dtype, args.seed, copy_bw, peak_bw)
     run_case("4k", [4096] * args.batch_4k, methods, dtype, args.seed, copy_bw, peak_bw)

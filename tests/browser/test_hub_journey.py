@@ -35,6 +35,7 @@ from urllib.parse import urljoin
 
 import pytest
 
+from . import hostile_handin as hostile
 from .browser_server import ARTIFACTS, REPO, WINDOW, free_port, require_browser
 from .jlab import accept_dialog, menu, open_notebook, run_all
 from .pages import expect
@@ -521,7 +522,7 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         # (3), then backdate its timestamp.txt (5), and leave an empty folder with a malformed name and a 2 GB file (4):
         # the file fills learner2's own disk (make hub's LEARNER_HOME_MIB) and stops there, "No space left on device"
         before = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
-        theirs_now = hand_in(two, mine, leaked_solution(source))
+        theirs_now = hand_in(two, mine, hostile.with_payloads(leaked_solution(source)))   # and script for the instructor
         big = mine / f"{LEARNER2}+{ASSIGNMENT}+{later}+big"
         attack = (f"import os\nopen({str(theirs_now / 'timestamp.txt')!r}, 'w').write({BACKDATED!r})\n"
                   f"os.mkdir({str(mine / MALFORMED)!r})\nos.mkdir({str(big)!r})\n"
@@ -598,6 +599,8 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
             assert found, body[:1500]
             assert (float(found.group(1)), float(found.group(2))) == (score, total), (user.name, found.group(0))
             assert user.name in body or ASSIGNMENT in body
+            if user is two:   # their written answer is shown, its markup as text (asserted below, with the instructor's)
+                own_feedback = {"shown": hostile.ANSWER_TEXT in body, "ran": hostile.ran(user.page)}
         step("2 learners fetch and read feedback")
 
         # 6. one gradebook: the instructor scores learner1's written answers in formgrader, and `make export`
@@ -612,6 +615,24 @@ def test_a_class_on_the_hub_from_release_to_feedback(hub, browser):
         teacher.page.goto(teacher.url(f"formgrader/submissions/{theirs['id']}/"))
         teacher.page.wait_for_selector(".score, #notebook, body")
         teacher.shot("12-formgrader-written-answers-graded")
+        # issue 37, nothing of the instructor read: learner2's hand-in carries script (tests/browser/hostile_handin.py)
+        # in its written answer and in outputs its code makes again at autograde. The instructor reads it where
+        # formgrader, the report and the feedback show it: none of it runs, and the answer's text is shown
+        theirs = next(sub for sub in subs if sub["student"] == LEARNER2)
+        read = {name: hostile.visit(teacher.page, teacher.url(path), SHOTS / f"12-instructor-reads-{name}.png",
+                                    teacher.url("lab"))
+                for name, path in (("manual-grading", f"formgrader/submissions/{theirs['id']}/"),
+                                   ("submissions", f"formgrader/manage_submissions/{ASSIGNMENT}"),
+                                   ("report", "files/report/report.html"),
+                                   ("feedback", f"files/feedback/{LEARNER2}/{ASSIGNMENT}/{ASSIGNMENT}.html"))}
+        pwned = hostile.markers(lambda: [p.name for p in course.iterdir()], wait_s=2)
+        ran = {name: (r["ran"], r["title"]) for name, r in read.items()}
+        print(f"hub journey: learner2's payloads that ran, by page the instructor read: {ran}; marker files: {pwned}; "
+              f"in learner2's own feedback: {own_feedback}")
+        assert not any(r["ran"] for r in read.values()) and not pwned, (ran, pwned)
+        assert own_feedback == {"shown": True, "ran": []}, own_feedback
+        assert hostile.ANSWER_TEXT in read["manual-grading"]["text"], read["manual-grading"]["text"][:3000]
+        step("the instructor reads learner2's hostile hand-in")
         run_in_terminal(teacher, course, "make export", "13-instructor-export")
         with open(course / "grades.csv", newline="") as f:
             rows = [(r["student_id"], r["assignment"], float(r["raw_score"])) for r in csv.DictReader(f)]

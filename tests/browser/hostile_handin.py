@@ -105,3 +105,13 @@ def markers(names, wait_s: float = 0.0) -> list[str]:
         if found or time.monotonic() >= deadline:
             return found
         time.sleep(0.5)
+
+
+def made_outputs() -> list[dict]:
+    """The outputs :func:`output_code` makes when it runs (as nbformat writes them), for a test without a kernel."""
+    def shown(data, metadata=None):
+        return {"output_type": "display_data", "data": {"text/plain": "<display>", **data}, "metadata": metadata or {}}
+    return [shown({"text/html": f"<img src=x onerror={js('out-html')}><script>{js('out-script')}</script>"}),
+            shown({"application/javascript": js("out-js")}),
+            shown({"text/markdown": f"<img src=x onerror={js('out-md')}>"}),
+            shown({"image/png": PNG}, {"image/png": {"width": f"1 onload={js('out-width')}"}})]

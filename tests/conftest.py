@@ -15,15 +15,10 @@ LESSONS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 
 def execute_lesson(nb, path: Path) -> list:
-    """Run notebook ``nb`` (read from ``path``) in a fresh kernel, in place; return its error outputs.
-
-    Under ``make test-colab`` (jupyter_client 7.4.9) a cell's execute reply has been seen to sit unread in
-    this process's shell socket (1 of 78 lesson runs, 2026-12-04): the kernel had run the cell and answered
-    a new connection at once. pyzmq's last poll when the cell's ``timeout`` ends finds the reply, so that
-    test passes about 600 s late: a slow ``make test-colab`` is this, not a slow lesson.
-    """
-    from nbclient import NotebookClient  # imported here: most test files never run a notebook
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    """Run notebook ``nb`` (read from ``path``) in a fresh kernel, in place; return its error outputs
+    (:func:`notebook_runs.notebook_client`: a reply pyzmq did not wake for costs a second, not 600)."""
+    from notebook_runs import notebook_client
+    notebook_client(nb, path).execute()
     return [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
 
 # "ci" is the default: enough examples to find real bugs, bounded so `make test` stays quick on 2 cores.

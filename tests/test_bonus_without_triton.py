@@ -68,13 +68,13 @@ def test_validate_passes_without_triton_and_the_notebook_says_the_bonus_was_skip
 @pytest.mark.slow
 def test_in_the_learners_kernel_the_skipped_bonus_prints_its_line_and_raises_nothing(tmp_path):
     """What Validate ran, cell by cell: the bonus's test cell prints why it skipped and shows no error."""
-    from nbclient import NotebookClient
     import nbformat
+    from notebook_runs import notebook_client
 
     path = answered_release(tmp_path / "learner")
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(1, nbformat.v4.new_code_cell(HIDE_TRITON))
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    notebook_client(nb, path).execute()
     (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "bonus_tests"]
     assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
     printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")

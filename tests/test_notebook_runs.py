@@ -1,0 +1,53 @@
+"""The tests' notebook runner reads a kernel reply that its first poll did not wake for (notebook_runs)."""
+import asyncio
+from queue import Empty
+
+import nbformat
+import pytest
+
+from notebook_runs import in_slices, notebook_client
+
+REPLY = {"parent_header": {"msg_id": "cell-1"}}
+
+
+def missed_wake_up(arrives_after_polls: int):
+    """A shell channel as it behaved: a reply that comes while a poll waits does not end that poll; only a
+    poll that starts once it is there finds it. It comes during poll number ``arrives_after_polls``."""
+    polls = []
+
+    async def get_msg(timeout=None):
+        polls.append(timeout)
+        if len(polls) > arrives_after_polls:
+            return REPLY
+        await asyncio.sleep(0)   # the whole wait passes without a wake-up
+        raise Empty
+    return get_msg, polls
+
+
+def test_a_reply_its_first_poll_missed_is_found_by_the_next_slice_not_at_the_timeout():
+    get_msg, polls = missed_wake_up(arrives_after_polls=1)
+    assert asyncio.run(in_slices(get_msg, slice_s=0.5)(timeout=600)) == REPLY
+    assert polls == [0.5, pytest.approx(0.5)]
+    plain, plain_polls = missed_wake_up(arrives_after_polls=1)
+    with pytest.raises(Empty):   # unsliced, the one poll waits the cell's whole timeout and ends with nothing
+        asyncio.run(plain(timeout=600))
+    assert plain_polls == [600]
+
+
+def test_no_reply_still_times_out_and_no_timeout_waits_on():
+    get_msg, polls = missed_wake_up(arrives_after_polls=10**9)
+    with pytest.raises(Empty):
+        asyncio.run(in_slices(get_msg, slice_s=0.01)(timeout=0.05))
+    assert 1 <= len(polls) and all(t <= 0.01 for t in polls)
+    forever, polls = missed_wake_up(arrives_after_polls=3)
+    assert asyncio.run(in_slices(forever, slice_s=0.01)(timeout=None)) == REPLY and polls == [0.01] * 4
+
+
+@pytest.mark.slow
+def test_a_notebook_runs_through_the_sliced_client(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("import time\ntime.sleep(2.5)\nprint('slept')")]
+    client = notebook_client(nb, tmp_path / "x.ipynb", timeout=30)
+    client.execute()
+    assert nb.cells[0].outputs[0]["text"] == "slept\n"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import shutil
 import subprocess
 from pathlib import Path
@@ -169,6 +170,5 @@ def unmount(images: Path, user: str, *targets: Path) -> None:
 
 
 def _ids(user: str) -> tuple[int, int]:
-    import pwd
     entry = pwd.getpwnam(user)
     return entry.pw_uid, entry.pw_gid

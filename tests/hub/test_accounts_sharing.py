@@ -8,9 +8,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,25 +20,15 @@ sys.path.insert(0, str(REPO / "hub"))
 
 from accounts import other_checkouts, share_course  # noqa: E402
 
+from throwaway_users import attacker_and_victim, own  # noqa: E402
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="makes system users: needs root, as make hub does")
 
 
 @pytest.fixture(scope="module")
 def users():
     """Two throwaway system users, removed afterwards: ``{"attacker": name, "victim": name}``."""
-    tag = secrets.token_hex(3)
-    names = {"attacker": f"pkvsha{tag}", "victim": f"pkvshv{tag}"}
-    for name in names.values():
-        subprocess.run(["useradd", "--no-create-home", "--user-group", name], check=True)
-    yield names
-    for name in names.values():
-        subprocess.run(["userdel", name], check=False)
-
-
-def own(path: Path, user: str) -> None:
-    uid, gid = pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid
-    for p in [path, *path.rglob("*")] if path.is_dir() and not path.is_symlink() else [path]:
-        os.lchown(p, uid, gid)
+    yield from attacker_and_victim("pkvsh")
 
 
 def test_make_hub_finds_another_readable_copy_of_the_course():

@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pwd
 import secrets
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +27,8 @@ from pagedkv_collect import OwnedCollect, OwnedReleaseFeedback  # noqa: E402
 
 from pagedkv_lib.course.instructor.intake.inbound_entries import Refused, copy_entry, judge  # noqa: E402
 
+from throwaway_users import attacker_and_victim, own  # noqa: E402
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="makes system users: needs root, as make hub does")
 ASSIGNMENT = "ps2_math"
 
@@ -36,13 +36,7 @@ ASSIGNMENT = "ps2_math"
 @pytest.fixture(scope="module")
 def users():
     """Two throwaway system users, removed afterwards: ``{"attacker": name, "victim": name}``."""
-    tag = secrets.token_hex(3)
-    names = {"attacker": f"pkvmal{tag}", "victim": f"pkvvic{tag}"}
-    for name in names.values():
-        subprocess.run(["useradd", "--no-create-home", "--user-group", name], check=True)
-    yield names
-    for name in names.values():
-        subprocess.run(["userdel", name], check=False)
+    yield from attacker_and_victim("pkvoc")
 
 
 def learner_folder(inbound: Path, learner: str) -> Path:
@@ -67,12 +61,6 @@ def entry(inbound: Path, owner: str, named: str, stamp: str = "2026-12-06 10:00:
     (folder / "submission_secret.txt").write_text(secret)
     own(folder, owner)
     return folder
-
-
-def own(path: Path, user: str) -> None:
-    uid, gid = pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid
-    for p in [path, *path.rglob("*")] if path.is_dir() and not path.is_symlink() else [path]:
-        os.lchown(p, uid, gid)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """The tests' notebook runner reads a kernel reply that its first poll did not wake for (notebook_runs)."""
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from queue import Empty
 
 import nbformat
@@ -8,6 +9,13 @@ import pytest
 from notebook_runs import in_slices, notebook_client
 
 REPLY = {"parent_header": {"msg_id": "cell-1"}}
+
+
+def run(coroutine):
+    """``coroutine`` run to its end in a thread of its own: in the whole suite another test may have left an
+    event loop running in this one (asyncio.run refuses then)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def missed_wake_up(arrives_after_polls: int):
@@ -26,21 +34,21 @@ def missed_wake_up(arrives_after_polls: int):
 
 def test_a_reply_its_first_poll_missed_is_found_by_the_next_slice_not_at_the_timeout():
     get_msg, polls = missed_wake_up(arrives_after_polls=1)
-    assert asyncio.run(in_slices(get_msg, slice_s=0.5)(timeout=600)) == REPLY
+    assert run(in_slices(get_msg, slice_s=0.5)(timeout=600)) == REPLY
     assert polls == [0.5, pytest.approx(0.5)]
     plain, plain_polls = missed_wake_up(arrives_after_polls=1)
     with pytest.raises(Empty):   # unsliced, the one poll waits the cell's whole timeout and ends with nothing
-        asyncio.run(plain(timeout=600))
+        run(plain(timeout=600))
     assert plain_polls == [600]
 
 
 def test_no_reply_still_times_out_and_no_timeout_waits_on():
     get_msg, polls = missed_wake_up(arrives_after_polls=10**9)
     with pytest.raises(Empty):
-        asyncio.run(in_slices(get_msg, slice_s=0.01)(timeout=0.05))
+        run(in_slices(get_msg, slice_s=0.01)(timeout=0.05))
     assert 1 <= len(polls) and all(t <= 0.01 for t in polls)
     forever, polls = missed_wake_up(arrives_after_polls=3)
-    assert asyncio.run(in_slices(forever, slice_s=0.01)(timeout=None)) == REPLY and polls == [0.01] * 4
+    assert run(in_slices(forever, slice_s=0.01)(timeout=None)) == REPLY and polls == [0.01] * 4
 
 
 @pytest.mark.slow

@@ -7,8 +7,11 @@ In one process, interleaved round by round (:func:`pagedkv_lib.kernels.timing.ti
 * the contiguous twin and the paged kernel on a small batch (16 requests of 32 tokens, 1 MB of K/V: it stays
   in L2) and on lesson 03's batch (32 requests, lognormal lengths, 110 MB), in ns per token: equal figures
   mean the kernel's time does not depend on where its bytes come from, so memory is not what bounds it;
-* a plain numba loop that only reads the lesson batch's bytes, and ``copy_`` of as many, as the share of the
-  copy bound (bytes at the copy's read + write bandwidth) that a pass which only reads reaches here.
+* a plain numba loop that only reads the lesson batch's bytes (split between ``--threads`` threads, as the kernels
+  split requests), and ``copy_`` of as many, as the share of the copy bound (bytes at the copy's read + write
+  bandwidth) that a pass which only reads reaches here.
+
+Between timed calls, :func:`~pagedkv_lib.kernels.timing.quiet_read` (caches and cores alike for every call).
 
 32 query heads, 8 KV heads, head dim 128, block size 16, fp32. Needs numba.
 """
@@ -24,7 +27,8 @@ from numba import njit
 
 from pagedkv_lib.attention.batch import random_paged_batch
 from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD
-from pagedkv_lib.kernels.timing import time_interleaved
+from pagedkv_lib.kernels.launch import on_threads
+from pagedkv_lib.kernels.timing import quiet_read, time_interleaved
 
 
 @njit(fastmath=True, nogil=True)
@@ -56,12 +60,11 @@ def main() -> None:
     (small_c, small_p), (big_c, big_p) = kernels_on(small), kernels_on(lesson)
     read = 2 * sum(lesson) * 8 * 128 * 4
     src, dst = torch.ones(read // 4), torch.zeros(read // 4)
-    other = torch.ones(read // 4)
-    a = src.numpy()
+    parts = np.array_split(src.numpy(), args.threads)
     print(f"{args.threads} thread(s), {args.repeats} rounds; load average before {os.getloadavg()}")
     times = time_interleaved({"small contiguous": small_c, "small paged": small_p, "lesson contiguous": big_c,
-                              "lesson paged": big_p, "read only": lambda: read_all(a),
-                              "copy": lambda: dst.copy_(src)}, args.repeats, between=other.sum)
+                              "lesson paged": big_p, "read only": lambda: on_threads(read_all, parts, args.threads),
+                              "copy": lambda: dst.copy_(src)}, args.repeats, between=quiet_read(read))
     med = {k: statistics.median(v) for k, v in times.items()}
     for key in ("small contiguous", "small paged", "lesson contiguous", "lesson paged"):
         tokens = sum(small if key.startswith("small") else lesson)

@@ -24,7 +24,7 @@ from ..attention.fast import paged_decode_online_fast
 from ..attention.batch import PagedBatch, random_paged_batch
 
 __all__ = ["ContiguousBatch", "contiguous_layouts", "head_major", "sdpa_decode", "batched_decode", "time_interleaved",
-           "ROWS", "DecodeSpeed", "fastest_copy", "in_logical_order", "measure_decode_speed"]
+           "QUIET_READ_BYTES", "quiet_read", "ROWS", "DecodeSpeed", "fastest_copy", "in_logical_order", "measure_decode_speed"]
 
 
 @dataclass
@@ -91,6 +91,26 @@ def time_interleaved(methods: dict, repeats: int, *, between=None) -> dict:
             methods[name]()
             times[name].append(time.perf_counter() - start)
     return times
+
+
+QUIET_READ_BYTES = 128 * 2**20
+"""The least an untimed read between timed calls reads (:func:`quiet_read`), in bytes: about 10 ms at
+12 GB/s, longer than torch's OpenMP workers keep spinning after a parallel region (5-7 ms of CPU here)."""
+
+
+def quiet_read(nbytes: int):
+    """An untimed read to run between timed calls: numpy sums ``max(nbytes, QUIET_READ_BYTES)`` bytes
+    on the calling thread alone. Returns the zero-argument call.
+
+    It evicts what the previous method left in the caches (dirty lines included), and it leaves every
+    core idle for the next one. A torch read would not: after each parallel region torch's OpenMP
+    workers spin, waiting for the next, for a few ms (libgomp's ``GOMP_SPINCOUNT``), on the cores that
+    plain threads (the fused kernels') then have to share; measured here at two threads, the fused
+    kernel took 1.4-2x as long after a torch read as after this one, torch's own rows the same
+    (``benchmarks/RESULTS.md``, issue 39).
+    """
+    other = torch.ones(max(int(nbytes), QUIET_READ_BYTES) // 4).numpy()
+    return other.sum
 
 
 ROWS = {
@@ -210,7 +230,7 @@ def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_di
     the others (1e-4); then all run interleaved, ``repeats`` rounds after a warm-up, with a plain copy
     of ``read_bytes`` in every round, so load on the machine hits them all alike. The bandwidth is the
     faster of that copy and the copy-only row (:func:`fastest_copy`). Before each timed call, an untimed
-    read of as many other bytes leaves the caches alike for every method.
+    read of at least as many other bytes (:func:`quiet_read`) leaves the caches and the cores alike for every method.
     """
     batch = random_paged_batch(lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,
                                head_dim=head_dim, spare_blocks=0, seed=seed)
@@ -241,9 +261,9 @@ def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_di
         if not worst <= 1e-4:
             raise AssertionError(f"{ROWS[key]} differs from {ROWS['torch contiguous']} by {worst:.1e} (> 1e-4)")
     read = decode_step_read_bytes(lens, num_kv_heads, head_dim, batch.k_cache.element_size())
-    src, dst, other = torch.ones(read // 4), torch.zeros(read // 4), torch.ones(read // 4)
+    src, dst = torch.ones(read // 4), torch.zeros(read // 4)
     times = time_interleaved({"copy": copy_blocks, **attention, "bandwidth": lambda: dst.copy_(src)}, repeats,
-                             between=other.sum)                      # a clean read of as many bytes
+                             between=quiet_read(read))
     seconds = {key: statistics.median(ts) for key, ts in times.items()}
     moved = {key: read for key in attention}
     moved["copy"] = 2 * (k_copy.numel() + v_copy.numel()) * k_copy.element_size()

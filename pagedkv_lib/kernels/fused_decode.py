@@ -20,7 +20,9 @@ This module is the checked entry, the launch and the fallback; the compiled prog
   the next request, longest first, until none is left, so a thread slowed down by another
   process simply runs fewer. The kernel releases the GIL (``nogil``), so they run at once. Nothing
   is shared between launches: no thread pool, no lock, no numba threading layer, so concurrent
-  calls, forks and every platform are alike.
+  calls, forks and every platform are alike. Right after torch work on several threads, torch's
+  OpenMP workers spin for a few ms on the cores these threads need (measured 1.4-2x slower at two
+  threads, ``benchmarks/RESULTS.md``); ``OMP_WAIT_POLICY=PASSIVE``, set before torch starts, stops that.
 * **Layout.** q becomes fp32 and the tables int64, and a strided cache is copied once to a
   contiguous one, so the kernel has one compiled version per cache dtype. numba has no float16:
   fp16 and bf16 caches are passed as their 16-bit patterns with a table of their fp32 values.

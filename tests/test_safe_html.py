@@ -54,3 +54,14 @@ def test_the_course_config_renders_a_hostile_hand_in_without_its_script():
     assert counts(html) == own, (counts(html), own)
     assert hostile.ANSWER_TEXT in html and "<p>" in html
     assert "&lt;svg onload=" in html and "&lt;script&gt;" in html   # what is not kept is shown as text
+
+
+def test_an_image_loads_only_from_inside_the_page():
+    from pagedkv_lib.course.instructor.reporting.safe_html import clean_html
+    png = "data:image/png;base64,iVBORw0KGgo="
+    for src in ("https://attacker.example/pixel.png?who=learner2", "http://attacker.example/p.gif",
+                "//attacker.example/p.gif", "../../../hub/logout", "/hub/logout", "files/p.png",
+                "data:image/svg+xml;base64,PHN2Zz4=", " HTTPS://attacker.example/p.png"):
+        html = clean_html(f'<p><img src="{src}" alt="my plot"></p>')
+        assert "src=" not in html and 'alt="my plot"' in html, (src, html)
+    assert f'src="{png}"' in clean_html(f'<img src="{png}" alt="a plot">')

@@ -40,14 +40,17 @@ _SIZE = re.compile(r"\d{1,5}(\.\d+)?(px|%)?\Z")
 
 def _attribute(tag: str, name: str, value: str) -> bool:
     """Which attributes stay: no event handler, no ``style``, no ``id`` (a learner's id could stand in for one of
-    formgrader's own, such as a score box's); ``data:`` only as an image's source, and only a raster image."""
+    formgrader's own, such as a score box's). An image's source only as a ``data:`` raster image, the way
+    nbconvert embeds outputs and attachments: an image from a web address would load when the instructor opens
+    the page (telling its owner when, and from where), and a relative one is a GET to the instructor's own
+    server with their cookies. Such an image keeps its ``alt`` text."""
     if name == "class":
         return True
     if tag == "a":
         return name in ("href", "title") and not value.strip().lower().startswith("data:")
     if tag == "img":
         if name == "src":
-            return not value.strip().lower().startswith("data:") or bool(_DATA_IMAGE.match(value.strip()))
+            return bool(_DATA_IMAGE.match(value.strip()))
         return name in ("alt", "title") or (name in ("width", "height") and bool(_SIZE.match(value)))
     return tag in ("td", "th") and name in ("align", "colspan", "rowspan")
 

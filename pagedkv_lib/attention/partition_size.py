@@ -19,7 +19,7 @@ import torch
 from ..validation import check_int
 
 __all__ = ["DEFAULT_SM_COUNT", "FALLBACK_PARTITION_TOKENS", "MAX_PARTITIONS", "MIN_PARTITION_TOKENS",
-           "PROGRAMS_PER_SM", "choose_partition_tokens", "sm_count"]
+           "PROGRAMS_PER_SM", "check_blocks_per_step", "choose_partition_tokens", "sm_count"]
 
 PROGRAMS_PER_SM = 32
 """Programs the rule asks for per SM. An sm_80/sm_90 SM holds at most 64 warps at once (sm_75: 32), so up to
@@ -71,9 +71,7 @@ def choose_partition_tokens(max_len: int | None, batch: int, num_kv_heads: int, 
     num_kv_heads = check_int("num_kv_heads", num_kv_heads, minimum=1)
     block_size = check_int("block_size", block_size, minimum=1)
     sm_count = check_int("sm_count", sm_count, minimum=1)
-    blocks_per_step = check_int("blocks_per_step", blocks_per_step, minimum=1)
-    if blocks_per_step & (blocks_per_step - 1):
-        raise ValueError(f"blocks_per_step must be a power of two (a tile side), got {blocks_per_step}")
+    blocks_per_step = check_blocks_per_step(blocks_per_step)
     tile = blocks_per_step * block_size
     if max_len is None:
         return _ladder_up(FALLBACK_PARTITION_TOKENS, tile)
@@ -83,6 +81,15 @@ def choose_partition_tokens(max_len: int | None, batch: int, num_kv_heads: int, 
     tokens = _ladder_up(math.ceil(max_len / wanted), tile)
     tokens = max(tokens, _ladder_up(MIN_PARTITION_TOKENS, tile))
     return min(tokens, _ladder_up(max_len, tile))
+
+
+def check_blocks_per_step(blocks_per_step) -> int:
+    """``blocks_per_step`` as an int: a power of two (the tile's side is ``blocks_per_step * S``, and
+    ``tl.arange`` takes powers of two), else TypeError/ValueError naming it."""
+    blocks_per_step = check_int("blocks_per_step", blocks_per_step, minimum=1)
+    if blocks_per_step & (blocks_per_step - 1):
+        raise ValueError(f"blocks_per_step must be a power of two (a tile side), got {blocks_per_step}")
+    return blocks_per_step
 
 
 def sm_count(device: torch.device | str | None) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from ..validation import check_int
-from .partition_size import choose_partition_tokens, sm_count
+from .partition_size import check_blocks_per_step, choose_partition_tokens, sm_count
 from .spec import check_scale
 # First: without Triton this import raises the library's message on how to install it.
 from .triton_decode import _LOG2_E, _check_device_mode, _check_inputs, _padded
@@ -167,9 +167,7 @@ def paged_decode_triton_split(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
     _check_inputs(q, k_cache, v_cache, block_tables, seq_lens)
     scale = check_scale(scale, q.shape[-1])
     block_size = k_cache.shape[1]
-    blocks_per_step = check_int("blocks_per_step", blocks_per_step, minimum=1)
-    if blocks_per_step & (blocks_per_step - 1):
-        raise ValueError(f"blocks_per_step must be a power of two (a tile side), got {blocks_per_step}")
+    blocks_per_step = check_blocks_per_step(blocks_per_step)
     if partition_tokens is None or isinstance(partition_tokens, str):
         if partition_tokens not in (None, "auto"):
             raise ValueError(f"partition_tokens must be None or 'auto' (chosen from the batch) or a positive "

@@ -4,7 +4,7 @@ It is :func:`.numba_kernel.decode_request` with one change: where that program f
 through the block table (row ``t % S`` of block ``table[t // S]``), this one finds it at row
 ``starts[b] + t`` of one packed ``[sum(T), H_kv, D]`` array, request after request. Same steps of
 ``step_tokens`` tokens, same online softmax (:func:`.softmax_step._online_softmax` itself), same
-passes (two tokens and four query heads per pass over K rows, four tokens and four query heads per
+passes (four tokens and four query heads per pass over K rows, four tokens and four query heads per
 pass over V rows), no prefetches either, same fp32 maths: timing the two side by side on the
 same bytes shows what the table's indirection costs alone.
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .numba_kernel import _put4
 from .softmax_step import _FASTMATH, _online_softmax
 
 
@@ -45,56 +46,42 @@ def decode_request_contiguous(b, q, keys, values, starts, seq_lens, scale, step_
 
 @njit(cache=True, fastmath=_FASTMATH)
 def _scores_rows(qs, keys, first, t0, t1, p):
-    """``p[:, t - t0] = qs . k_t`` for tokens ``t0 .. t1 - 1``, two tokens and four query heads per pass."""
+    """``p[:, t - t0] = qs . k_t`` for tokens ``t0 .. t1 - 1``, four tokens and four query heads per pass."""
     num_kv_heads, head_dim = keys.shape[1], keys.shape[2]
     group = qs.shape[0] // num_kv_heads
     t = t0
-    while t + 2 <= t1:                                            # two tokens: t and t + 1
+    while t + 4 <= t1:                                            # four tokens: t .. t + 3
         r, i = first + t, t - t0
         for h in range(num_kv_heads):
             g0 = h * group                                        # the G query heads of KV head h
             g = 0
-            while g + 4 <= group:
-                s0 = np.float32(0.0)
-                s1 = np.float32(0.0)
-                s2 = np.float32(0.0)
-                s3 = np.float32(0.0)
-                r0 = np.float32(0.0)
-                r1 = np.float32(0.0)
-                r2 = np.float32(0.0)
-                r3 = np.float32(0.0)
+            while g + 4 <= group:                                 # a0..a3: token t, heads g..g+3; b: t + 1 ..
+                zero = np.float32(0.0)
+                a0, a1, a2, a3 = zero, zero, zero, zero
+                b0, b1, b2, b3 = zero, zero, zero, zero
+                c0, c1, c2, c3 = zero, zero, zero, zero
+                e0, e1, e2, e3 = zero, zero, zero, zero
                 for d in range(head_dim):
-                    ka = keys[r, h, d]
-                    kb = keys[r + 1, h, d]
-                    qa, qb, qc, qd = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
-                    s0 += qa * ka
-                    s1 += qb * ka
-                    s2 += qc * ka
-                    s3 += qd * ka
-                    r0 += qa * kb
-                    r1 += qb * kb
-                    r2 += qc * kb
-                    r3 += qd * kb
-                p[g0 + g, i] = s0
-                p[g0 + g + 1, i] = s1
-                p[g0 + g + 2, i] = s2
-                p[g0 + g + 3, i] = s3
-                p[g0 + g, i + 1] = r0
-                p[g0 + g + 1, i + 1] = r1
-                p[g0 + g + 2, i + 1] = r2
-                p[g0 + g + 3, i + 1] = r3
+                    ka, kb, kc, ke = keys[r, h, d], keys[r + 1, h, d], keys[r + 2, h, d], keys[r + 3, h, d]
+                    q0, q1, q2, q3 = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
+                    a0, a1, a2, a3 = a0 + q0 * ka, a1 + q1 * ka, a2 + q2 * ka, a3 + q3 * ka
+                    b0, b1, b2, b3 = b0 + q0 * kb, b1 + q1 * kb, b2 + q2 * kb, b3 + q3 * kb
+                    c0, c1, c2, c3 = c0 + q0 * kc, c1 + q1 * kc, c2 + q2 * kc, c3 + q3 * kc
+                    e0, e1, e2, e3 = e0 + q0 * ke, e1 + q1 * ke, e2 + q2 * ke, e3 + q3 * ke
+                _put4(p, g0 + g, i, a0, b0, c0, e0)
+                _put4(p, g0 + g + 1, i, a1, b1, c1, e1)
+                _put4(p, g0 + g + 2, i, a2, b2, c2, e2)
+                _put4(p, g0 + g + 3, i, a3, b3, c3, e3)
                 g += 4
             while g < group:
-                sa = np.float32(0.0)
-                sb = np.float32(0.0)
-                for d in range(head_dim):
-                    sa += qs[g0 + g, d] * keys[r, h, d]
-                    sb += qs[g0 + g, d] * keys[r + 1, h, d]
-                p[g0 + g, i] = sa
-                p[g0 + g, i + 1] = sb
+                for u in range(4):
+                    s = np.float32(0.0)
+                    for d in range(head_dim):
+                        s += qs[g0 + g, d] * keys[r + u, h, d]
+                    p[g0 + g, i + u] = s
                 g += 1
-        t += 2
-    if t < t1:                                                    # an odd step's last token
+        t += 4
+    while t < t1:                                                 # a step's last 1-3 tokens, one at a time
         r, i = first + t, t - t0
         for h in range(num_kv_heads):
             g0 = h * group
@@ -121,6 +108,7 @@ def _scores_rows(qs, keys, first, t0, t1, p):
                     s += qs[g0 + g, d] * keys[r, h, d]
                 p[g0 + g, i] = s
                 g += 1
+        t += 1
 
 
 @njit(cache=True, fastmath=_FASTMATH)

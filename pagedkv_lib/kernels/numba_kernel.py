@@ -9,9 +9,9 @@ The program keeps the Triton kernel's shape: a loop over the request's blocks th
 table and an online softmax (``m``, ``l``, ``acc``), every K/V row read where it lies in the cache.
 What makes it fast on a CPU (each kept for a same-process A/B, ``benchmarks/RESULTS.md``, issue 39):
 
-* the G query heads of a KV head go four at a time through its part of two K rows (four dot products
-  per load of a key, two per load of a query value) and of four V rows (four accumulator rows per load
-  of a value, one load and store of ``acc`` per four tokens);
+* the G query heads of a KV head go four at a time through its part of four K rows (four dot products
+  per load of a key, four per load of a query value; four rows stream in at once) and of four V rows
+  (four accumulator rows per load of a value, one load and store of ``acc`` per four tokens);
 * ``exp`` by a polynomial that LLVM vectorises (:func:`.softmax_step._exp_shifted`), not one libm call per score;
 * no array views of the shared caches in the loops (a view's reference count is an atomic that
   every thread shares), and no prefetches: on the Xeon this was measured on, the program without the
@@ -118,8 +118,9 @@ def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast
 def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
     """``p[:, t] = qs . k_t`` for the tokens ``t`` of blocks ``j0 .. j1 - 1``; returns their count (>= 1).
 
-    Two tokens and four query heads per pass through a KV head's part of two K rows: one load of
-    each key value serves four dot products, one load of each query value two.
+    Four tokens and four query heads per pass through a KV head's part of four K rows: one load of
+    each key value serves four dot products, one load of each query value four, and four rows
+    stream in at once (faster than two from memory, ``benchmarks/RESULTS.md``).
     """
     S, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
     group = qs.shape[0] // num_kv_heads
@@ -128,51 +129,40 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
         n = min(S, T - j * S)                                     # slots past T are never read
         block = table[j]
         slot = 0
-        while slot + 2 <= n:                                      # two tokens: slot and slot + 1
+        while slot + 4 <= n:                                      # four tokens: slot .. slot + 3
             for h in range(num_kv_heads):
                 g0 = h * group
                 g = 0
-                while g + 4 <= group:
-                    s0 = np.float32(0.0)
-                    s1 = np.float32(0.0)
-                    s2 = np.float32(0.0)
-                    s3 = np.float32(0.0)
-                    r0 = np.float32(0.0)
-                    r1 = np.float32(0.0)
-                    r2 = np.float32(0.0)
-                    r3 = np.float32(0.0)
+                while g + 4 <= group:                             # a0..a3: token slot, heads g..g+3; b: slot + 1 ..
+                    zero = np.float32(0.0)
+                    a0, a1, a2, a3 = zero, zero, zero, zero
+                    b0, b1, b2, b3 = zero, zero, zero, zero
+                    c0, c1, c2, c3 = zero, zero, zero, zero
+                    e0, e1, e2, e3 = zero, zero, zero, zero
                     for d in range(head_dim):
                         ka = _value(k_cache, block, slot, h, d, upcast)
                         kb = _value(k_cache, block, slot + 1, h, d, upcast)
-                        qa, qb, qc, qd = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
-                        s0 += qa * ka
-                        s1 += qb * ka
-                        s2 += qc * ka
-                        s3 += qd * ka
-                        r0 += qa * kb
-                        r1 += qb * kb
-                        r2 += qc * kb
-                        r3 += qd * kb
-                    p[g0 + g, t + slot] = s0
-                    p[g0 + g + 1, t + slot] = s1
-                    p[g0 + g + 2, t + slot] = s2
-                    p[g0 + g + 3, t + slot] = s3
-                    p[g0 + g, t + slot + 1] = r0
-                    p[g0 + g + 1, t + slot + 1] = r1
-                    p[g0 + g + 2, t + slot + 1] = r2
-                    p[g0 + g + 3, t + slot + 1] = r3
+                        kc = _value(k_cache, block, slot + 2, h, d, upcast)
+                        ke = _value(k_cache, block, slot + 3, h, d, upcast)
+                        q0, q1, q2, q3 = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
+                        a0, a1, a2, a3 = a0 + q0 * ka, a1 + q1 * ka, a2 + q2 * ka, a3 + q3 * ka
+                        b0, b1, b2, b3 = b0 + q0 * kb, b1 + q1 * kb, b2 + q2 * kb, b3 + q3 * kb
+                        c0, c1, c2, c3 = c0 + q0 * kc, c1 + q1 * kc, c2 + q2 * kc, c3 + q3 * kc
+                        e0, e1, e2, e3 = e0 + q0 * ke, e1 + q1 * ke, e2 + q2 * ke, e3 + q3 * ke
+                    _put4(p, g0 + g, t + slot, a0, b0, c0, e0)
+                    _put4(p, g0 + g + 1, t + slot, a1, b1, c1, e1)
+                    _put4(p, g0 + g + 2, t + slot, a2, b2, c2, e2)
+                    _put4(p, g0 + g + 3, t + slot, a3, b3, c3, e3)
                     g += 4
                 while g < group:
-                    s = np.float32(0.0)
-                    r = np.float32(0.0)
-                    for d in range(head_dim):
-                        s += qs[g0 + g, d] * _value(k_cache, block, slot, h, d, upcast)
-                        r += qs[g0 + g, d] * _value(k_cache, block, slot + 1, h, d, upcast)
-                    p[g0 + g, t + slot] = s
-                    p[g0 + g, t + slot + 1] = r
+                    for u in range(4):
+                        s = np.float32(0.0)
+                        for d in range(head_dim):
+                            s += qs[g0 + g, d] * _value(k_cache, block, slot + u, h, d, upcast)
+                        p[g0 + g, t + slot + u] = s
                     g += 1
-            slot += 2
-        if slot < n:                                              # an odd block's last token
+            slot += 4
+        while slot < n:                                           # a block's last 1-3 tokens, one at a time
             for h in range(num_kv_heads):
                 g0 = h * group                                    # the G query heads of KV head h
                 g = 0
@@ -198,8 +188,18 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
                         s += qs[g0 + g, d] * _value(k_cache, block, slot, h, d, upcast)
                     p[g0 + g, t + slot] = s
                     g += 1
+            slot += 1
         t += n
     return t
+
+
+@njit(inline="always")
+def _put4(p, row, col, x0, x1, x2, x3):
+    """``p[row, col .. col + 3] = x0 .. x3``: one query head's scores of four tokens."""
+    p[row, col] = x0
+    p[row, col + 1] = x1
+    p[row, col + 2] = x2
+    p[row, col + 3] = x3
 
 
 @njit(cache=True, fastmath=_FASTMATH)

@@ -24,7 +24,8 @@ from ..attention.fast import paged_decode_online_fast
 from ..attention.batch import PagedBatch, random_paged_batch
 
 __all__ = ["ContiguousBatch", "contiguous_layouts", "head_major", "sdpa_decode", "batched_decode", "time_interleaved",
-           "QUIET_READ_BYTES", "quiet_read", "ROWS", "DecodeSpeed", "fastest_copy", "in_logical_order", "measure_decode_speed"]
+           "QUIET_READ_BYTES", "quiet_read", "ROWS", "DecodeSpeed", "fastest_copy", "in_logical_order",
+           "measure_decode_speed"]
 
 
 @dataclass

@@ -4,9 +4,8 @@ It is :func:`.numba_kernel.decode_request` with one change: where that program f
 through the block table (row ``t % S`` of block ``table[t // S]``), this one finds it at row
 ``starts[b] + t`` of one packed ``[sum(T), H_kv, D]`` array, request after request. Same steps of
 ``step_tokens`` tokens, same online softmax (:func:`.softmax_step._online_softmax` itself), same
-passes (four tokens and four query heads per pass over K rows, four tokens and four query heads per
-pass over V rows), no prefetches either, same fp32 maths: timing the two side by side on the
-same bytes shows what the table's indirection costs alone.
+passes (four tokens and four query heads per pass over K rows and over V rows), no prefetches either,
+same fp32 maths: timing the two side by side on the same bytes shows what the table's indirection costs alone.
 
 fp32 only, no bounds checks: :func:`.contiguous_decode.contiguous_decode_numba` checks first.
 """
@@ -55,14 +54,17 @@ def _scores_rows(qs, keys, first, t0, t1, p):
         for h in range(num_kv_heads):
             g0 = h * group                                        # the G query heads of KV head h
             g = 0
-            while g + 4 <= group:                                 # a0..a3: token t, heads g..g+3; b: t + 1 ..
+            while g + 4 <= group:                                 # a: token t, b: t + 1, c, e; 0-3: heads
                 zero = np.float32(0.0)
                 a0, a1, a2, a3 = zero, zero, zero, zero
                 b0, b1, b2, b3 = zero, zero, zero, zero
                 c0, c1, c2, c3 = zero, zero, zero, zero
                 e0, e1, e2, e3 = zero, zero, zero, zero
                 for d in range(head_dim):
-                    ka, kb, kc, ke = keys[r, h, d], keys[r + 1, h, d], keys[r + 2, h, d], keys[r + 3, h, d]
+                    ka = keys[r, h, d]
+                    kb = keys[r + 1, h, d]
+                    kc = keys[r + 2, h, d]
+                    ke = keys[r + 3, h, d]
                     q0, q1, q2, q3 = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
                     a0, a1, a2, a3 = a0 + q0 * ka, a1 + q1 * ka, a2 + q2 * ka, a3 + q3 * ka
                     b0, b1, b2, b3 = b0 + q0 * kb, b1 + q1 * kb, b2 + q2 * kb, b3 + q3 * kb

@@ -133,7 +133,7 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
             for h in range(num_kv_heads):
                 g0 = h * group
                 g = 0
-                while g + 4 <= group:                             # a0..a3: token slot, heads g..g+3; b: slot + 1 ..
+                while g + 4 <= group:                             # a: token slot, b: slot + 1, c, e; 0-3: heads
                     zero = np.float32(0.0)
                     a0, a1, a2, a3 = zero, zero, zero, zero
                     b0, b1, b2, b3 = zero, zero, zero, zero

@@ -78,7 +78,9 @@ def test_the_contiguous_kernel_equals_dense_attention_on_random_batches(kernels,
 @given(lens=st.lists(st.integers(1, 300), min_size=1, max_size=6), S=st.sampled_from([1, 2, 4, 8, 16, 32]),
        seed=st.integers(0, 999))
 def test_where_a_step_is_the_same_tokens_the_twin_computes_the_paged_kernels_result(kernels, lens, S, seed):
-    """Block sizes that divide STEP_TOKENS give both programs the same steps and the same arithmetic."""
+    """Block sizes that divide STEP_TOKENS give both programs the same steps; where they are also multiples of 4,
+    the same passes and arithmetic; at S = 1 and 2 the paged kernel takes every token alone, so the sums may differ
+    in their last bits."""
     batch = random_paged_batch(lens, block_size=S, num_kv_heads=2, group=4, head_dim=32, seed=seed)
     torch.testing.assert_close(twin(batch), FD.paged_decode_numba(*batch.args()), atol=1e-6, rtol=1e-6)
 

@@ -54,7 +54,7 @@ def _scores_rows(qs, keys, first, t0, t1, p):
         for h in range(num_kv_heads):
             g0 = h * group                                        # the G query heads of KV head h
             g = 0
-            while g + 4 <= group:                                 # a: token t, b: t + 1, c, e; 0-3: heads
+            while g + 4 <= group:                                 # a: token t, b: + 1, c, e (d indexes); 0-3: heads
                 zero = np.float32(0.0)
                 a0, a1, a2, a3 = zero, zero, zero, zero
                 b0, b1, b2, b3 = zero, zero, zero, zero

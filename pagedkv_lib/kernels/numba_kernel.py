@@ -133,7 +133,7 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
             for h in range(num_kv_heads):
                 g0 = h * group
                 g = 0
-                while g + 4 <= group:                             # a: token slot, b: slot + 1, c, e; 0-3: heads
+                while g + 4 <= group:                             # a: token slot, b: + 1, c, e (d indexes); 0-3: heads
                     zero = np.float32(0.0)
                     a0, a1, a2, a3 = zero, zero, zero, zero
                     b0, b1, b2, b3 = zero, zero, zero, zero
@@ -193,7 +193,7 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
     return t
 
 
-@njit(inline="always")
+@njit(fastmath=_FASTMATH, inline="always")
 def _put4(p, row, col, x0, x1, x2, x3):
     """``p[row, col .. col + 3] = x0 .. x3``: one query head's scores of four tokens."""
     p[row, col] = x0

@@ -14,6 +14,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
@@ -24,8 +25,8 @@ from ..attention.fast import paged_decode_online_fast
 from ..attention.batch import PagedBatch, random_paged_batch
 
 __all__ = ["ContiguousBatch", "contiguous_layouts", "head_major", "sdpa_decode", "batched_decode", "time_interleaved",
-           "QUIET_READ_BYTES", "quiet_read", "ROWS", "DecodeSpeed", "fastest_copy", "in_logical_order",
-           "measure_decode_speed"]
+           "QUIET_READ_BYTES", "QUIET_READ_SECONDS", "quiet_read", "ROWS", "DecodeSpeed", "fastest_copy",
+           "in_logical_order", "measure_decode_speed"]
 
 
 @dataclass
@@ -95,23 +96,34 @@ def time_interleaved(methods: dict, repeats: int, *, between=None) -> dict:
 
 
 QUIET_READ_BYTES = 128 * 2**20
-"""The least an untimed read between timed calls reads (:func:`quiet_read`), in bytes: about 10 ms at
-12 GB/s, longer than torch's OpenMP workers keep spinning after a parallel region (5-7 ms of CPU here)."""
+"""The least an untimed read between timed calls reads (:func:`quiet_read`), in bytes: more than a
+last-level cache holds, so that it evicts what the previous call left there."""
+
+QUIET_READ_SECONDS = 0.02
+"""The least time an untimed read between timed calls takes (:func:`quiet_read`), in seconds: longer than
+torch's OpenMP workers keep spinning after a parallel region with libgomp's defaults (5-8 ms of CPU here)."""
 
 
 def quiet_read(nbytes: int):
-    """An untimed read to run between timed calls: numpy sums ``max(nbytes, QUIET_READ_BYTES)`` bytes
-    on the calling thread alone. Returns the zero-argument call.
+    """An untimed read to run between timed calls: numpy sums ``max(nbytes, QUIET_READ_BYTES)`` bytes on
+    the calling thread alone, again until :data:`QUIET_READ_SECONDS` have passed. Returns the zero-argument call.
 
     It evicts what the previous method left in the caches (dirty lines included), and it leaves every
     core idle for the next one. A torch read would not: after each parallel region torch's OpenMP
     workers spin, waiting for the next, for a few ms (libgomp's ``GOMP_SPINCOUNT``), on the cores that
     plain threads (the fused kernels') then have to share; measured here at two threads, the fused
-    kernel took 1.4-2x as long after a torch read as after this one, torch's own rows the same
-    (``benchmarks/RESULTS.md``, issue 39).
+    kernel took 1.4-2x as long after a torch read as after a numpy one, torch's own rows the same
+    (``benchmarks/RESULTS.md``, issue 39). A torch built with Intel's or LLVM's OpenMP spins for
+    ``KMP_BLOCKTIME`` instead (200 ms by default), longer than this waits.
     """
-    other = torch.ones(max(int(nbytes), QUIET_READ_BYTES) // 4).numpy()
-    return other.sum
+    data = np.ones(max(int(nbytes), QUIET_READ_BYTES) // 4, dtype=np.float32)
+
+    def read() -> None:
+        start = time.perf_counter()
+        data.sum()
+        while time.perf_counter() - start < QUIET_READ_SECONDS:
+            data.sum()
+    return read
 
 
 ROWS = {

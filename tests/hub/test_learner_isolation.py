@@ -293,8 +293,9 @@ def _cpu_shares(hog: str, victim: str, hog_cpus: float, victim_spins: bool = Tru
             # Both boxes outweigh whatever else the machine runs (another test, under pytest -n), so each gets
             # the CPU its bound allows: A reaches its quota and is throttled, B gets its core, however busy.
             (user_groups(user)["cpu"] / "cpu.shares").write_text(str(PRIORITY_SHARES))
+            program = SPIN if user == hog or victim_spins else IDLE
             started.append(subprocess.Popen(
-                ["/usr/bin/python3", "-c", SPIN if user == hog or victim_spins else IDLE, str(loops)], preexec_fn=LimitedSpawner().make_preexec_fn(user),
+                ["/usr/bin/python3", "-c", program, str(loops)], preexec_fn=LimitedSpawner().make_preexec_fn(user),
                 cwd="/", stdout=subprocess.PIPE, text=True))
         pids = [[int(p.stdout.readline()) for _ in range(loops)] for p, loops in zip(started, (2, 1))]
         throttled0, wall0 = _throttled(hog), time.monotonic_ns()

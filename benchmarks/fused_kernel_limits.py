@@ -12,6 +12,7 @@ In one process, interleaved round by round (:func:`pagedkv_lib.kernels.timing.ti
   bandwidth) that a pass which only reads reaches here.
 
 Between timed calls, :func:`~pagedkv_lib.kernels.timing.quiet_read` (caches and cores alike for every call).
+Every buffer is on 2 MiB pages (:func:`~pagedkv_lib.kernels.huge_pages.on_huge_pages`), as in the lesson.
 
 32 query heads, 8 KV heads, head dim 128, block size 16, fp32. Needs numba.
 """
@@ -27,6 +28,7 @@ from numba import njit
 
 from pagedkv_lib.attention.batch import random_paged_batch
 from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD
+from pagedkv_lib.kernels.huge_pages import on_huge_pages
 from pagedkv_lib.kernels.launch import on_threads
 from pagedkv_lib.kernels.timing import quiet_read, time_interleaved
 
@@ -41,9 +43,10 @@ def read_all(a):
 
 
 def kernels_on(lens: list) -> tuple:
-    """``(contiguous twin, paged kernel)`` as zero-argument calls on one batch of ``lens`` tokens."""
+    """``(contiguous twin, paged kernel)`` as zero-argument calls on one batch of ``lens`` tokens, on 2 MiB pages."""
     b = random_paged_batch(lens, block_size=16, num_kv_heads=8, group=4, head_dim=128, spare_blocks=0, seed=0)
-    k, v = CD.packed_kv(b.keys), CD.packed_kv(b.values)
+    k, v = on_huge_pages([CD.packed_kv(b.keys), CD.packed_kv(b.values)])
+    b.k_cache, b.v_cache = on_huge_pages([b.k_cache, b.v_cache])
     return (lambda: CD.contiguous_decode_numba(b.q, k, v, b.seq_lens)), (lambda: FD.paged_decode_numba(*b.args()))
 
 
@@ -59,7 +62,7 @@ def main() -> None:
     small = [32] * 16
     (small_c, small_p), (big_c, big_p) = kernels_on(small), kernels_on(lesson)
     read = 2 * sum(lesson) * 8 * 128 * 4
-    src, dst = torch.ones(read // 4), torch.zeros(read // 4)
+    src, dst = on_huge_pages([torch.ones(read // 4), torch.zeros(read // 4)])
     parts = np.array_split(src.numpy(), args.threads)
     print(f"{args.threads} thread(s), {args.repeats} rounds; load average before {os.getloadavg()}")
     times = time_interleaved({"small contiguous": small_c, "small paged": small_p, "lesson contiguous": big_c,

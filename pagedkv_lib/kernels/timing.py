@@ -21,6 +21,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from . import contiguous_decode as CD, fused_decode as NA
 from .bandwidth import decode_step_read_bytes
+from .huge_pages import huge_page_bytes, on_huge_pages
 from ..attention.fast import paged_decode_online_fast
 from ..attention.batch import PagedBatch, random_paged_batch
 
@@ -149,7 +150,8 @@ class DecodeSpeed:
     ``read_bytes``: K and V of the batch, :func:`~.bandwidth.decode_step_read_bytes`;
     ``copy_bytes_per_s``: the copy bandwidth measured in the same rounds (:func:`fastest_copy`); ``lens``
     (tokens), ``threads``, ``repeats``; ``device``: where it ran (``"cpu"``, or the GPU's name); ``pair``: the
-    ``(paged, contiguous)`` keys the gate compares, where they are not the CPU's (:meth:`paging_pair`).
+    ``(paged, contiguous)`` keys the gate compares, where they are not the CPU's (:meth:`paging_pair`);
+    ``huge_page_share``: on the CPU, the share of the paged cache's bytes that the OS gave on 2 MiB pages.
     """
 
     seconds: dict
@@ -163,6 +165,7 @@ class DecodeSpeed:
     kernel_missing: str | None
     device: str = "cpu"
     pair: tuple[str, str] | None = None
+    huge_page_share: float | None = None
 
     @property
     def where(self) -> str:
@@ -234,7 +237,7 @@ def in_logical_order(batch: PagedBatch) -> tuple:
 
 
 def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_dim: int = 128,
-                         block_size: int = 16, repeats: int = 5, seed: int = 0) -> DecodeSpeed:
+                         block_size: int = 16, repeats: int = 5, seed: int = 0, huge_pages: bool = True) -> DecodeSpeed:
     """Time one fp32 decode step of a batch with ``lens`` tokens per request, every way in :data:`ROWS`.
 
     The same K/V is laid out four ways: paged with shuffled blocks (as a busy pool leaves them),
@@ -244,16 +247,22 @@ def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_di
     of ``read_bytes`` in every round, so load on the machine hits them all alike. The bandwidth is the
     faster of that copy and the copy-only row (:func:`fastest_copy`). Before each timed call, an untimed
     read of at least as many other bytes (:func:`quiet_read`) leaves the caches and the cores alike for every method.
+    With ``huge_pages`` every layout and the copies' buffers are asked for on the OS's 2 MiB pages
+    (:func:`.huge_pages.on_huge_pages`), as a server would keep its cache; ``DecodeSpeed.huge_page_share``
+    says how much of the paged cache the OS gave on them.
     """
+    place = on_huge_pages if huge_pages else list
     batch = random_paged_batch(lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,
                                head_dim=head_dim, spare_blocks=0, seed=seed)
-    keys, values = CD.packed_kv(batch.keys), CD.packed_kv(batch.values)
-    per_request = head_major(batch.keys, batch.values)
+    batch.k_cache, batch.v_cache = place([batch.k_cache, batch.v_cache])             # one mapping, theirs alone
+    keys, values = place([CD.packed_kv(batch.keys), CD.packed_kv(batch.values)])
+    k_and_v = place([t for pair in head_major(batch.keys, batch.values) for t in pair])   # k0, v0, k1, v1, ..
+    per_request = list(zip(k_and_v[0::2], k_and_v[1::2]))
     batch.keys = batch.values = None                                   # the logical copies are laid out now
-    in_order = (batch.q, *in_logical_order(batch), batch.seq_lens)
+    k_in_order, v_in_order, tables_in_order = in_logical_order(batch)
+    in_order = (batch.q, *place([k_in_order, v_in_order]), tables_in_order, batch.seq_lens)
     ids = batch.block_tables[batch.block_tables >= 0]
-    k_copy = batch.k_cache.new_empty(len(ids), *batch.k_cache.shape[1:])
-    v_copy = torch.empty_like(k_copy)
+    k_copy, v_copy = place([batch.k_cache.new_empty(len(ids), *batch.k_cache.shape[1:])] * 2)
 
     def copy_blocks():
         torch.index_select(batch.k_cache, 0, ids, out=k_copy)
@@ -274,7 +283,7 @@ def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_di
         if not worst <= 1e-4:
             raise AssertionError(f"{ROWS[key]} differs from {ROWS['torch contiguous']} by {worst:.1e} (> 1e-4)")
     read = decode_step_read_bytes(lens, num_kv_heads, head_dim, batch.k_cache.element_size())
-    src, dst = torch.ones(read // 4), torch.zeros(read // 4)
+    src, dst = place([torch.ones(read // 4), torch.zeros(read // 4)])
     times = time_interleaved({"copy": copy_blocks, **attention, "bandwidth": lambda: dst.copy_(src)}, repeats,
                              between=quiet_read(read))
     seconds = {key: statistics.median(ts) for key, ts in times.items()}
@@ -283,5 +292,7 @@ def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_di
     bandwidth = fastest_copy({"bandwidth": (2 * src.numel() * 4, seconds.pop("bandwidth")),
                               "copy": (moved["copy"], seconds["copy"])})
     order = [key for key in ROWS if key in seconds]
+    cache_bytes = 2 * batch.k_cache.numel() * batch.k_cache.element_size()
     return DecodeSpeed({key: seconds[key] for key in order}, {key: times[key] for key in order}, moved, read,
-                       bandwidth, [int(t) for t in lens], torch.get_num_threads(), repeats, missing)
+                       bandwidth, [int(t) for t in lens], torch.get_num_threads(), repeats, missing,
+                       huge_page_share=min(1.0, huge_page_bytes(batch.k_cache) / cache_bytes))

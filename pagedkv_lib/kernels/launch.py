@@ -7,6 +7,7 @@ request until none is left; the programs release the GIL, so the threads run at 
 """
 from __future__ import annotations
 
+import _thread
 import threading
 import warnings
 from typing import Callable
@@ -21,13 +22,15 @@ SIXTEEN_BIT = (torch.float16, torch.bfloat16)
 def on_threads(run, items: list, num_threads: int) -> None:
     """``run(item)`` for every item, each taken by the next free one of ``num_threads`` threads (the caller's too).
 
-    Threads are started per call and joined before it returns; an exception in any is raised here.
+    Threads are started per call and waited for before it returns; an exception in any is raised here.
     Nothing is shared between calls: no pool, no lock outside the call, so forks and concurrent
-    calls are alike.
+    calls are alike. The caller starts on the items at once: ``threading.Thread.start`` would first
+    wait until the new thread runs, which on an idle virtual machine's other core took about 0.4 ms
+    (``_thread.start_new_thread`` does not wait; each helper releases its own lock when it is done).
     """
     lock, errors, queue = threading.Lock(), [], iter(items)
 
-    def worker():
+    def worker(finished=None):
         try:
             while True:
                 with lock:
@@ -37,13 +40,17 @@ def on_threads(run, items: list, num_threads: int) -> None:
                 run(item)
         except BaseException as exc:  # noqa: BLE001  (handed to the caller below)
             errors.append(exc)
+        finally:
+            if finished is not None:
+                finished.release()
 
-    helpers = [threading.Thread(target=worker, daemon=True) for _ in range(min(num_threads, len(items)) - 1)]
-    for t in helpers:
-        t.start()
+    done = [threading.Lock() for _ in range(min(num_threads, len(items)) - 1)]
+    for finished in done:
+        finished.acquire()                                 # held until that helper's worker returns
+        _thread.start_new_thread(worker, (finished,))
     worker()
-    for t in helpers:
-        t.join()
+    for finished in done:
+        finished.acquire()
     if errors:
         raise errors[0]
 

@@ -65,3 +65,19 @@ def test_an_image_loads_only_from_inside_the_page():
         html = clean_html(f'<p><img src="{src}" alt="my plot"></p>')
         assert "src=" not in html and 'alt="my plot"' in html, (src, html)
     assert f'src="{png}"' in clean_html(f'<img src="{png}" alt="a plot">')
+
+
+def test_a_class_stays_only_if_it_highlights_code():
+    """A learner's class could dress their markup as formgrader's own UI: formgrader's Bootstrap 3 makes ``affix`` and
+    ``modal-backdrop`` fixed layers (``position: fixed``), where a fake score box could sit over the real one."""
+    from nbconvert.filters.markdown import markdown2html
+    from pagedkv_lib.course.instructor.reporting.safe_html import clean_html, clean_markdown_html
+    for classes in ("affix", "modal-backdrop in", "modal fade in", "navbar-fixed-top", "btn btn-primary", "hidden",
+                    "highlight modal-backdrop", "k alert-success"):
+        html = clean_html(f'<div class="{classes}"><p>Score: 10 / 10</p></div>')
+        assert "class=" not in html and "Score: 10 / 10" in html, (classes, html)
+    code = markdown2html("# Answer\n\n```python\nx = 1 + 2  # two\nprint('s')\n```")
+    cleaned = clean_markdown_html(code)
+    for kept in ('class="highlight"', 'class="n"', 'class="mi"', 'class="c1"', 'class="anchor-link"'):
+        assert kept in code and kept in cleaned, kept       # highlighted code keeps its colours
+    assert 'class="highlight hl-ipython3"' in clean_html('<div class="highlight hl-ipython3"><pre>x</pre></div>')

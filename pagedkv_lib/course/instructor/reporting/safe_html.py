@@ -27,6 +27,7 @@ import re
 import bleach
 from nbconvert.filters import strip_files_prefix as _strip_files_prefix
 from nbconvert.preprocessors import Preprocessor
+from pygments.token import STANDARD_TYPES
 
 TAGS = frozenset({
     "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "div", "dl", "dt", "em", "h1", "h2", "h3", "h4",
@@ -34,18 +35,24 @@ TAGS = frozenset({
     "tbody", "td", "tfoot", "th", "thead", "tr", "ul"})
 """What Markdown makes of a written answer, and the tables and code blocks of an output."""
 PROTOCOLS = frozenset({"http", "https", "mailto", "data"})
+CLASSES = frozenset(STANDARD_TYPES.values()) - {""} | {"highlight", "anchor-link", "dataframe"}
+"""The class names a written answer or an output may keep: Pygments' token classes (``k``, ``s2``, ``c1``: what
+``markdown2html`` puts on highlighted code), its ``highlight`` box, a heading's ``anchor-link`` and pandas'
+``dataframe``. Any other class could dress a learner's markup as formgrader's own: its Bootstrap 3 makes
+``affix`` and ``modal-backdrop`` fixed layers, which could hold a fake score box over the real one."""
+_LANGUAGE = re.compile(r"hl-[a-z0-9+#-]{1,24}\Z")    # a code block's language: hl-python, hl-ipython3
 _DATA_IMAGE = re.compile(r"data:image/(png|jpe?g|gif|webp);base64,[A-Za-z0-9+/=\s]*\Z")
 _SIZE = re.compile(r"\d{1,5}(\.\d+)?(px|%)?\Z")
 
 
 def _attribute(tag: str, name: str, value: str) -> bool:
     """Which attributes stay: no event handler, no ``style``, no ``id`` (a learner's id could stand in for one of
-    formgrader's own, such as a score box's). An image's source only as a ``data:`` raster image, the way
+    formgrader's own, such as a score box's), a ``class`` only of :data:`CLASSES`. An image's source only as a ``data:`` raster image, the way
     nbconvert embeds outputs and attachments: an image from a web address would load when the instructor opens
     the page (telling its owner when, and from where), and a relative one is a GET to the instructor's own
     server with their cookies. Such an image keeps its ``alt`` text."""
     if name == "class":
-        return True
+        return all(c in CLASSES or _LANGUAGE.match(c) for c in value.split())
     if tag == "a":
         return name in ("href", "title") and not value.strip().lower().startswith("data:")
     if tag == "img":

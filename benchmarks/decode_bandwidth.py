@@ -11,7 +11,7 @@ K/V bytes that gives the copy bandwidth, and an untimed read before every timed 
 per case and run: median ms, the bound (bytes at the copy bandwidth), the share of it reached,
 and each row's time over the fused contiguous row as the median of per-round ratios, with its
 90% interval (order statistics) and the range of single rounds. Every buffer is asked for on the OS's
-2 MiB pages, as in the lesson; ``--small-pages`` leaves them on the default pages.
+huge pages (2 MiB on x86-64), as in the lesson; ``--small-pages`` leaves them on the default pages.
 
 Cases, 32 query heads, 8 KV heads, head dim 128, block size 16, fp32:
 
@@ -44,9 +44,10 @@ def cases(batch_4k: int, seed: int) -> dict:
 
 def report(name: str, run: int, speed: DT.DecodeSpeed) -> None:
     """Print one run: the batch and the load, then the lesson's table with each ratio's spread."""
-    pages = "" if speed.huge_page_share is None else f"paged cache on 2 MiB pages: {speed.huge_page_share:.0%}; "
-    print(f"\n### {name}, run {run}: B={len(speed.lens)}, {sum(speed.lens):,} tokens, K+V {speed.read_bytes / 1e6:.1f} MB; "
-          f"copy bandwidth {speed.copy_bytes_per_s / 1e9:.1f} GB/s; {pages}load average now {os.getloadavg()[0]:.2f}")
+    pages = "" if speed.huge_page_share is None else f"paged cache on huge pages: {speed.huge_page_share:.0%}; "
+    print(f"\n### {name}, run {run}: B={len(speed.lens)}, {sum(speed.lens):,} tokens, "
+          f"K+V {speed.read_bytes / 1e6:.1f} MB; copy bandwidth {speed.copy_bytes_per_s / 1e9:.1f} GB/s; "
+          f"{pages}load average now {os.getloadavg()[0]:.2f}")
     print("\n".join(speed_rows(speed, spread=True)))
     if speed.kernel_missing is None:
         print(f"\nshuffled / in order: {speed.ratio('fused shuffled', 'fused in order'):.2f}; "
@@ -64,7 +65,7 @@ def main() -> None:
     parser.add_argument("--cases", default="lesson,sharegpt,4k")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--small-pages", action="store_true",
-                        help="leave every buffer on the OS's default pages (the lesson asks for 2 MiB pages)")
+                        help="leave every buffer on the OS's default pages (the lesson asks for huge pages)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; torch {torch.__version__}; "

@@ -12,7 +12,7 @@ In one process, interleaved round by round (:func:`pagedkv_lib.kernels.timing.ti
   bandwidth) that a pass which only reads reaches here.
 
 Between timed calls, :func:`~pagedkv_lib.kernels.timing.quiet_read` (caches and cores alike for every call).
-Every buffer is on 2 MiB pages (:func:`~pagedkv_lib.kernels.huge_pages.on_huge_pages`), as in the lesson.
+Every buffer is on huge pages (:func:`~pagedkv_lib.kernels.huge_pages.on_huge_pages`), as in the lesson.
 
 32 query heads, 8 KV heads, head dim 128, block size 16, fp32. Needs numba.
 """
@@ -43,7 +43,7 @@ def read_all(a):
 
 
 def kernels_on(lens: list) -> tuple:
-    """``(contiguous twin, paged kernel)`` as zero-argument calls on one batch of ``lens`` tokens, on 2 MiB pages."""
+    """``(contiguous twin, paged kernel)`` as zero-argument calls on one batch of ``lens`` tokens, on huge pages."""
     b = random_paged_batch(lens, block_size=16, num_kv_heads=8, group=4, head_dim=128, spare_blocks=0, seed=0)
     k, v = on_huge_pages([CD.packed_kv(b.keys), CD.packed_kv(b.values)])
     b.k_cache, b.v_cache = on_huge_pages([b.k_cache, b.v_cache])
@@ -74,8 +74,8 @@ def main() -> None:
         print(f"{key}: {med[key] * 1e3:.2f} ms, {med[key] / tokens * 1e9:.0f} ns per token")
     bound = med["copy"] / 2                            # the batch's bytes at the copy's read + write bandwidth
     print(f"copy {2 * read / med['copy'] / 1e9:.1f} GB/s; read only {read / med['read only'] / 1e9:.1f} GB/s, "
-          f"{bound / med['read only']:.0%} of the copy bound; lesson contiguous {bound / med['lesson contiguous']:.0%}, "
-          f"paged {bound / med['lesson paged']:.0%}")
+          f"{bound / med['read only']:.0%} of the copy bound; "
+          f"lesson contiguous {bound / med['lesson contiguous']:.0%}, paged {bound / med['lesson paged']:.0%}")
     print(f"load average after {os.getloadavg()}")
 
 

@@ -25,7 +25,7 @@ import torch
 
 from pagedkv_lib.attention.batch import random_paged_batch
 from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD
-from pagedkv_lib.kernels.huge_pages import huge_page_bytes, on_huge_pages
+from pagedkv_lib.kernels.huge_pages import huge_page_share, on_huge_pages
 from pagedkv_lib.kernels.timing import quiet_read, time_interleaved
 
 
@@ -57,7 +57,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     assert FD.kernel_unavailable() is None and CD.contiguous_kernel_unavailable() is None, "needs numba"
-    print(f"{os.cpu_count()} CPUs, {args.threads} thread(s), {args.repeats} rounds; load average before {os.getloadavg()}")
+    print(f"{os.cpu_count()} CPUs, {args.threads} thread(s), {args.repeats} rounds; "
+          f"load average before {os.getloadavg()}")
     for name in args.cases.split(","):
         default, nbytes, k_default = methods(cases()[name], list)
         huge, _, k_huge = methods(cases()[name], on_huge_pages)
@@ -65,11 +66,11 @@ def main() -> None:
                                   **{f"{m} huge": f for m, f in huge.items()}},
                                  args.repeats, between=quiet_read(nbytes))
         med = {key: statistics.median(ts) for key, ts in times.items()}
-        print(f"\n### {name}: {nbytes / 1e6:.1f} MB of K and V; paged K cache on huge pages: default "
-              f"{huge_page_bytes(k_default) / 2**20:.0f} MiB, huge {huge_page_bytes(k_huge) / 2**20:.0f} MiB "
-              f"(of K and V's mapping); load average now {os.getloadavg()[0]:.2f}")
-        print("| method | default pages, ms | 2 MiB pages, ms | huge / default, median of rounds (range without the extremes) |"
-              "\n|---|---:|---:|---:|")
+        print(f"\n### {name}: {nbytes / 1e6:.1f} MB of K and V; share of the paged cache's mapping on huge pages: "
+              f"default {huge_page_share(k_default):.0%}, huge {huge_page_share(k_huge):.0%}; "
+              f"load average now {os.getloadavg()[0]:.2f}")
+        print("| method | default pages, ms | huge pages, ms | huge / default, median of rounds "
+              "(range without the extremes) |\n|---|---:|---:|---:|")
         for m in default:
             ratios = sorted(h / d for h, d in zip(times[f"{m} huge"], times[f"{m} default"]))
             middle = ratios[1:-1] if len(ratios) > 2 else ratios            # the fastest and slowest dropped

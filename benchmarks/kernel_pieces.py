@@ -18,7 +18,8 @@ each fused call right after one torch op, as in a model). The pieces:
   instead of one libm ``expf`` per score;
 * ``numba_threads``: the library's program launched by numba's ``prange`` (numba's own thread
   pool and threading layer) instead of plain Python threads;
-* ``huge_pages``: the caches copied onto 2 MiB pages (Linux ``madvise``), shuffled and in order.
+* ``huge_pages``: the caches copied onto huge pages (:func:`pagedkv_lib.kernels.huge_pages.on_huge_pages`),
+  shuffled and in order.
 
 Cases as in ``benchmarks/attention.py``: 32 ShareGPT-like requests and ``--batch-4k`` x 4096
 tokens; 32 query heads, 8 KV heads, head dim 128, block size 16, fp32, shuffled blocks. The
@@ -27,7 +28,6 @@ rebuilt program is first checked bit-identical to the library's, every method to
 from __future__ import annotations
 
 import argparse
-import ctypes
 import mmap
 import os
 import statistics
@@ -41,6 +41,7 @@ from numba import njit, prange
 
 from pagedkv_lib.attention.batch import random_paged_batch
 from pagedkv_lib.kernels import fused_decode as FD, numba_kernel as NK, timing as DT
+from pagedkv_lib.kernels.huge_pages import on_huge_pages
 from pagedkv_lib.kernels.prefetch import LINE_BYTES, prefetch_row
 from pagedkv_lib.sim import sharegpt_like
 
@@ -167,16 +168,6 @@ def on_numba_threads(q, k_cache, v_cache, block_tables, seq_lens, scale):
     return torch.from_numpy(out)
 
 
-def huge_page_copy(t: torch.Tensor) -> torch.Tensor:
-    """A copy of ``t`` on memory Linux is asked to back with 2 MiB pages (private anonymous mmap + madvise)."""
-    num_bytes, huge = t.numel() * t.element_size(), 2 << 20
-    memory = mmap.mmap(-1, num_bytes + huge, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    memory.madvise(mmap.MADV_HUGEPAGE)
-    start = -ctypes.addressof(ctypes.c_char.from_buffer(memory)) % huge
-    out = torch.frombuffer(memory, dtype=torch.uint8, count=num_bytes, offset=start).view(t.dtype).view(t.shape)
-    return out.copy_(t)
-
-
 def build_case(lens: list[int], seed: int, huge_pages: bool) -> dict:
     batch = random_paged_batch(lens, block_size=S, num_kv_heads=H_KV, group=H_Q // H_KV, head_dim=D,
                                spare_blocks=0, seed=seed)
@@ -190,8 +181,8 @@ def build_case(lens: list[int], seed: int, huge_pages: bool) -> dict:
     batch.keys = batch.values = None
     case = dict(args=args, in_order=in_order, cont=cont, q=batch.q)
     if huge_pages:
-        case["huge"] = (batch.q, huge_page_copy(args[1]), huge_page_copy(args[2]), *args[3:])
-        case["huge_in_order"] = (batch.q, huge_page_copy(in_order[1]), huge_page_copy(in_order[2]), *in_order[3:])
+        case["huge"] = (batch.q, *on_huge_pages([args[1], args[2]]), *args[3:])
+        case["huge_in_order"] = (batch.q, *on_huge_pages([in_order[1], in_order[2]]), *in_order[3:])
     return case
 
 

@@ -9,7 +9,7 @@
 * :mod:`.prefetch`: LLVM's prefetch, callable from numba (the programs used it until issue 39;
   ``benchmarks/kernel_pieces.py`` still does).
 * :mod:`.bandwidth`: the bytes one decode step must read, ``decode_step_read_bytes``.
-* :mod:`.huge_pages`: CPU tensors on the OS's 2 MiB pages (fewer address translations per row read).
+* :mod:`.huge_pages`: CPU tensors on the OS's huge pages (2 MiB on x86-64: fewer TLB misses per row read).
 * :mod:`.timing`: ``measure_decode_speed()``, every way of reading one batch, timed live against
   the copy bandwidth.
 """

@@ -23,9 +23,9 @@ This module is the checked entry, the launch and the fallback; the compiled prog
   calls, forks and every platform are alike. Right after torch work on several threads, torch's
   OpenMP workers spin for a few ms on the cores these threads need (measured 1.4-2x slower at two
   threads, ``benchmarks/RESULTS.md``); ``OMP_WAIT_POLICY=PASSIVE``, set before torch starts, stops that.
-* **Pages.** Every K/V row of a cache on the OS's default 4 KiB pages (at 8 KV heads x 128 x fp32) is a
-  page of its own, and each costs an address translation; caches on 2 MiB pages
-  (:func:`.huge_pages.on_huge_pages`) took less time here, at one thread and two (``benchmarks/RESULTS.md``).
+* **Pages.** On the OS's default 4 KiB pages every K/V row (at 8 KV heads x 128 x fp32) is a page's worth
+  of bytes, each page an address translation; caches on huge pages (:func:`.huge_pages.on_huge_pages`)
+  took less time here, at one thread and two (``benchmarks/RESULTS.md``).
 * **Layout.** q becomes fp32 and the tables int64, and a strided cache is copied once to a
   contiguous one, so the kernel has one compiled version per cache dtype. numba has no float16:
   fp16 and bf16 caches are passed as their 16-bit patterns with a table of their fp32 values.

@@ -21,7 +21,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from . import contiguous_decode as CD, fused_decode as NA
 from .bandwidth import decode_step_read_bytes
-from .huge_pages import huge_page_bytes, on_huge_pages
+from .huge_pages import huge_page_share, on_huge_pages
 from ..attention.fast import paged_decode_online_fast
 from ..attention.batch import PagedBatch, random_paged_batch
 
@@ -151,7 +151,7 @@ class DecodeSpeed:
     ``copy_bytes_per_s``: the copy bandwidth measured in the same rounds (:func:`fastest_copy`); ``lens``
     (tokens), ``threads``, ``repeats``; ``device``: where it ran (``"cpu"``, or the GPU's name); ``pair``: the
     ``(paged, contiguous)`` keys the gate compares, where they are not the CPU's (:meth:`paging_pair`);
-    ``huge_page_share``: on the CPU, the share of the paged cache's bytes that the OS gave on 2 MiB pages.
+    ``huge_page_share``: on the CPU, the share of the paged cache's mapping that the OS gave on huge pages.
     """
 
     seconds: dict
@@ -247,9 +247,9 @@ def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_di
     of ``read_bytes`` in every round, so load on the machine hits them all alike. The bandwidth is the
     faster of that copy and the copy-only row (:func:`fastest_copy`). Before each timed call, an untimed
     read of at least as many other bytes (:func:`quiet_read`) leaves the caches and the cores alike for every method.
-    With ``huge_pages`` every layout and the copies' buffers are asked for on the OS's 2 MiB pages
+    With ``huge_pages`` every layout and the copies' buffers are asked for on the OS's huge pages
     (:func:`.huge_pages.on_huge_pages`), as a server would keep its cache; ``DecodeSpeed.huge_page_share``
-    says how much of the paged cache the OS gave on them.
+    says how much of the paged cache's mapping the OS gave on them (:func:`.huge_pages.huge_page_share`).
     """
     place = on_huge_pages if huge_pages else list
     batch = random_paged_batch(lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,
@@ -262,7 +262,7 @@ def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_di
     k_in_order, v_in_order, tables_in_order = in_logical_order(batch)
     in_order = (batch.q, *place([k_in_order, v_in_order]), tables_in_order, batch.seq_lens)
     ids = batch.block_tables[batch.block_tables >= 0]
-    k_copy, v_copy = place([batch.k_cache.new_empty(len(ids), *batch.k_cache.shape[1:])] * 2)
+    k_copy, v_copy = place([batch.k_cache.new_empty(len(ids), *batch.k_cache.shape[1:]) for _ in range(2)])
 
     def copy_blocks():
         torch.index_select(batch.k_cache, 0, ids, out=k_copy)
@@ -292,7 +292,6 @@ def measure_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, head_di
     bandwidth = fastest_copy({"bandwidth": (2 * src.numel() * 4, seconds.pop("bandwidth")),
                               "copy": (moved["copy"], seconds["copy"])})
     order = [key for key in ROWS if key in seconds]
-    cache_bytes = 2 * batch.k_cache.numel() * batch.k_cache.element_size()
     return DecodeSpeed({key: seconds[key] for key in order}, {key: times[key] for key in order}, moved, read,
                        bandwidth, [int(t) for t in lens], torch.get_num_threads(), repeats, missing,
-                       huge_page_share=min(1.0, huge_page_bytes(batch.k_cache) / cache_bytes))
+                       huge_page_share=huge_page_share(batch.k_cache))

@@ -39,13 +39,16 @@ def test_an_exception_in_any_thread_is_raised_to_the_caller_and_the_rest_stop(nu
 
     def run(item):
         ran.append(item)
-        time.sleep(0.0005)
         if item == bad:
             raise ArithmeticError(f"item {item}")
+        time.sleep(0.002)
 
     with pytest.raises(ArithmeticError, match=f"item {bad}"):
         on_threads(run, list(range(12)), num_threads)
-    assert bad in ran and len(ran) <= 12
+    if num_threads == 1:
+        assert ran == list(range(bad + 1))             # nothing after the failing item
+    elif bad == 0:
+        assert 0 in ran and len(ran) < 12              # the other threads stopped taking items
 
 
 def test_no_thread_outlives_the_call():
@@ -59,3 +62,19 @@ def test_no_thread_outlives_the_call():
     while tasks() > before and time.monotonic() < deadline:
         time.sleep(0.01)                              # a helper's last instructions after releasing its lock
     assert tasks() == before
+
+
+def test_when_the_os_gives_no_more_threads_the_ones_it_gave_do_the_work(monkeypatch):
+    import pagedkv_lib.kernels.launch as launch
+    real, started = launch._thread.start_new_thread, []
+
+    def one_thread_only(function, args):
+        if started:
+            raise RuntimeError("can't start new thread")
+        started.append(1)
+        return real(function, args)
+
+    monkeypatch.setattr(launch._thread, "start_new_thread", one_thread_only)
+    ran = []
+    on_threads(lambda item: ran.append(item), list(range(40)), 4)
+    assert sorted(ran) == list(range(40)) and started == [1]

@@ -22,15 +22,17 @@ SIXTEEN_BIT = (torch.float16, torch.bfloat16)
 def on_threads(run, items: list, num_threads: int) -> None:
     """``run(item)`` for every item, each taken by the next free one of ``num_threads`` threads (the caller's too).
 
-    Threads are started per call and waited for before it returns; an exception in any is raised here.
-    Nothing is shared between calls: no pool, no lock outside the call, so forks and concurrent
-    calls are alike. The caller starts on the items at once: ``threading.Thread.start`` would first
-    wait until the new thread runs, which on an idle virtual machine's other core took about 0.4 ms
-    (``_thread.start_new_thread`` does not wait; each helper releases its own lock when it is done).
+    Threads are started per call and waited for before it returns; an exception in any is raised here,
+    and the others take no new item after it. Nothing is shared between calls: no pool, no lock outside
+    the call, so forks and concurrent calls are alike. The caller starts on the items at once:
+    ``threading.Thread.start`` would first wait until the new thread runs, and a thread's start and join
+    took about 0.4 ms on an idle virtual machine's other core. ``_thread.start_new_thread`` does not wait;
+    each helper releases its own lock when it is done. (Such helpers are not traced by
+    ``threading.settrace``: a debugger or coverage sees the caller's items only.)
     """
     lock, errors, queue = threading.Lock(), [], iter(items)
 
-    def worker(finished=None):
+    def worker(helper_running=None):
         try:
             while True:
                 with lock:
@@ -41,16 +43,25 @@ def on_threads(run, items: list, num_threads: int) -> None:
         except BaseException as exc:  # noqa: BLE001  (handed to the caller below)
             errors.append(exc)
         finally:
-            if finished is not None:
-                finished.release()
+            if helper_running is not None:
+                helper_running.release()
 
-    done = [threading.Lock() for _ in range(min(num_threads, len(items)) - 1)]
-    for finished in done:
-        finished.acquire()                                 # held until that helper's worker returns
-        _thread.start_new_thread(worker, (finished,))
-    worker()
-    for finished in done:
-        finished.acquire()
+    helpers_running = []
+    try:
+        for _ in range(min(num_threads, len(items)) - 1):
+            helper_running = threading.Lock()
+            helper_running.acquire()                       # released when that helper's worker returns
+            try:
+                _thread.start_new_thread(worker, (helper_running,))
+            except RuntimeError:                           # the OS gave no more threads: fewer helpers
+                break
+            helpers_running.append(helper_running)
+        worker()
+        for helper_running in helpers_running:
+            helper_running.acquire()
+    except BaseException as exc:  # noqa: BLE001  (Ctrl-C while waiting): the helpers take no new item
+        errors.append(exc)
+        raise
     if errors:
         raise errors[0]
 

@@ -47,10 +47,10 @@ _SIZE = re.compile(r"\d{1,5}(\.\d+)?(px|%)?\Z")
 
 def _attribute(tag: str, name: str, value: str) -> bool:
     """Which attributes stay: no event handler, no ``style``, no ``id`` (a learner's id could stand in for one of
-    formgrader's own, such as a score box's), a ``class`` only of :data:`CLASSES`. An image's source only as a ``data:`` raster image, the way
-    nbconvert embeds outputs and attachments: an image from a web address would load when the instructor opens
-    the page (telling its owner when, and from where), and a relative one is a GET to the instructor's own
-    server with their cookies. Such an image keeps its ``alt`` text."""
+    formgrader's own, such as a score box's), a ``class`` only of :data:`CLASSES`. An image's source only as a
+    ``data:`` raster image, the way nbconvert embeds outputs and attachments: an image from a web address would
+    load when the instructor opens the page (telling its owner when, and from where), and a relative one is a
+    GET to the instructor's own server with their cookies. Such an image keeps its ``alt`` text."""
     if name == "class":
         return all(c in CLASSES or _LANGUAGE.match(c) for c in value.split())
     if tag == "a":

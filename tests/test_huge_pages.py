@@ -9,14 +9,13 @@ one must not count towards it (the OS merges neighbouring mappings whose flags a
 """
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import mmap
 
 from pagedkv_lib.kernels.huge_pages import (HUGE_PAGE_BYTES, LINE_BYTES, empty_on_huge_pages, huge_page_share,
                                             on_huge_pages)

@@ -61,7 +61,7 @@ def test_no_thread_outlives_the_call():
     deadline = time.monotonic() + 2.0
     while tasks() > before and time.monotonic() < deadline:
         time.sleep(0.01)                              # a helper's last instructions after releasing its lock
-    assert tasks() == before
+    assert tasks() <= before                          # (another test's thread may end meanwhile)
 
 
 def test_when_the_os_gives_no_more_threads_the_ones_it_gave_do_the_work(monkeypatch):

@@ -11,8 +11,8 @@ read before each (:func:`pagedkv_lib.kernels.timing.quiet_read`). Reported per c
 both kinds of page, the median of per-round ratios (huge over default) with their range less the two extremes,
 and the share of each kind's own copy bound (K and V bytes at that copy's bandwidth) the kernels reach.
 
-Cases, 32 query heads, 8 KV heads, head dim 128, block size 16, fp32: ``lesson`` (lesson 03's 32 requests of
-lognormal(6.0, 0.7) tokens clipped to 16-2048) and ``4k`` (8 requests of 4,096 tokens). Needs numba.
+Cases, 32 query heads, 8 KV heads, head dim 128, block size 16, fp32, as ``decode_bandwidth.py`` defines them:
+``lesson`` (lesson 03's 32 requests), ``sharegpt`` and ``4k`` (8 requests of 4,096 tokens here). Needs numba.
 """
 from __future__ import annotations
 
@@ -20,25 +20,18 @@ import argparse
 import os
 import statistics
 
-import numpy as np
 import torch
 
-from pagedkv_lib.attention.batch import random_paged_batch
+from decode_bandwidth import cases                     # the lesson's batch as decode_bandwidth.py defines it
+from pagedkv_lib.attention.batch import PagedBatch, random_paged_batch
 from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD
 from pagedkv_lib.kernels.huge_pages import huge_page_share, on_huge_pages
 from pagedkv_lib.kernels.timing import quiet_read, time_interleaved
 
 
-def cases() -> dict:
-    """Token counts per request of each case, by name."""
-    rng = np.random.default_rng(0)
-    return {"lesson": rng.lognormal(6.0, 0.7, size=32).astype(int).clip(16, 2048).tolist(), "4k": [4096] * 8}
-
-
-def methods(lens: list, place) -> tuple[dict, int, torch.Tensor]:
-    """``({method: zero-argument call}, K+V bytes, the paged K cache)`` for one batch of ``lens`` tokens, its
-    buffers put by ``place`` (from a list of tensors to a list of tensors holding the same values)."""
-    b = random_paged_batch(lens, block_size=16, num_kv_heads=8, group=4, head_dim=128, spare_blocks=0, seed=0)
+def methods(b: PagedBatch, place) -> tuple[dict, int, torch.Tensor]:
+    """``({method: zero-argument call}, K+V bytes, the paged K cache)`` for batch ``b``, its buffers put by
+    ``place`` (from a list of tensors to a list of tensors holding the same values)."""
     q, k_cache, v_cache, tables, seq_lens = b.args()
     k_cache, v_cache = place([k_cache, v_cache])
     keys, values = place([CD.packed_kv(b.keys), CD.packed_kv(b.values)])
@@ -60,8 +53,10 @@ def main() -> None:
     print(f"{os.cpu_count()} CPUs, {args.threads} thread(s), {args.repeats} rounds; "
           f"load average before {os.getloadavg()}")
     for name in args.cases.split(","):
-        default, nbytes, k_default = methods(cases()[name], list)
-        huge, _, k_huge = methods(cases()[name], on_huge_pages)
+        batch = random_paged_batch(cases(8, seed=0)[name], block_size=16, num_kv_heads=8, group=4, head_dim=128,
+                                   spare_blocks=0, seed=0)
+        default, nbytes, k_default = methods(batch, list)
+        huge, _, k_huge = methods(batch, on_huge_pages)
         times = time_interleaved({**{f"{m} default": f for m, f in default.items()},
                                   **{f"{m} huge": f for m, f in huge.items()}},
                                  args.repeats, between=quiet_read(nbytes))

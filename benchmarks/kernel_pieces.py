@@ -42,7 +42,7 @@ from numba import njit, prange
 from pagedkv_lib.attention.batch import random_paged_batch
 from pagedkv_lib.kernels import fused_decode as FD, numba_kernel as NK, timing as DT
 from pagedkv_lib.kernels.huge_pages import on_huge_pages
-from pagedkv_lib.kernels.prefetch import LINE_BYTES, prefetch_row
+from pagedkv_lib.kernels.prefetch import LINE_BYTES, PREFETCH_TOKENS, prefetch_row
 from pagedkv_lib.sim import sharegpt_like
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
@@ -130,7 +130,7 @@ def make_program(prefetch: bool, poly_exp: bool):
             t += n
 
     @njit(nogil=True, fastmath=FM)
-    def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks, out):
+    def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks, ahead, out):
         num_q_heads, head_dim, num_kv_heads = q.shape[1], q.shape[2], k_cache.shape[2]
         T, S_ = seq_lens[b], k_cache.shape[1]
         qs = q[b] * scale
@@ -156,7 +156,8 @@ def make_program(prefetch: bool, poly_exp: bool):
 @njit(parallel=True, fastmath=FM)
 def _on_numba_threads(order, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks, out):
     for i in prange(order.shape[0]):
-        NK.decode_request(order[i], q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks, out)
+        NK.decode_request(order[i], q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks,
+                          PREFETCH_TOKENS, out)
 
 
 def on_numba_threads(q, k_cache, v_cache, block_tables, seq_lens, scale):

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from unittest import mock
 
 import pytest
 import torch
@@ -112,6 +113,67 @@ def test_the_result_is_the_same_bits_on_one_thread_and_on_two(na, lens, seed):
         torch.set_num_threads(threads)
     assert all(torch.equal(out, outs[0]) for out in outs)
     assert_matches_reference(outs[0], batch)
+
+
+@settings(max_examples=20, deadline=None)
+@given(lens=st.lists(st.integers(1, 90), min_size=1, max_size=5), S=st.sampled_from([1, 4, 16]),
+       dtype=st.sampled_from([torch.float32, torch.bfloat16]), ahead=st.sampled_from([1, 3, 16, 1000]),
+       seed=st.integers(0, 999))
+def test_asking_for_rows_ahead_changes_no_bit(na, lens, S, dtype, ahead, seed):
+    """A prefetch only says when memory arrives: any distance, or none, gives the same bits."""
+    from pagedkv_lib.kernels import prefetch
+    batch = random_paged_batch(lens, block_size=S, dtype=dtype, seed=seed)
+    outs = []
+    for distance in (0, ahead):
+        with mock.patch.object(prefetch, "PREFETCH_TOKENS", distance):
+            outs.append(na.paged_decode_numba(*batch.args()))
+    assert torch.equal(outs[0], outs[1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(S=st.integers(1, 9), num_kv_heads=st.integers(1, 4), head_dim=st.sampled_from([1, 8, 40]),
+       sixteen_bit=st.booleans(), data=st.data())
+def test_rows_asked_for_are_the_rows_the_kernels_read(na, S, num_kv_heads, head_dim, sixteen_bit, data):
+    """Each prefetch asks for token t's row: in the paged cache through the table, in the contiguous twin's packed
+    rows at ``first + t``; none at or past the request's T tokens, and none at all where ``ahead`` is 0."""
+    import numpy as np
+    from pagedkv_lib.kernels import contiguous_kernel as CK, numba_kernel as NK
+    cache = np.zeros((7, S, num_kv_heads, head_dim), np.uint16 if sixteen_bit else np.float32)
+    table = np.array(data.draw(st.permutations(range(7))), dtype=np.int64)
+    T = data.draw(st.integers(1, 7 * S))
+    first = data.draw(st.integers(0, 7 * S - T))
+    t = data.draw(st.integers(0, T + 4))
+    rows = cache.reshape(7 * S, num_kv_heads, head_dim)
+    expected = [cache[table[u // S], u % S].ctypes.data if u < T else 0 for u in range(t, t + 4)]
+    assert NK._rows_ahead(cache, table, T, t, 16) == tuple(expected)
+    expected = [rows[first + u].ctypes.data if u < T else 0 for u in range(t, t + 4)]
+    assert CK._rows_ahead(rows, first, T, t, 16) == tuple(expected)
+    assert NK._rows_ahead(cache, table, T, t, 0) == CK._rows_ahead(rows, first, T, t, 0) == (0, 0, 0, 0)
+    assert cache.strides[2] == rows.strides[1] == cache[0, 0, 0].nbytes      # the bytes of one KV head's part
+
+
+def test_rows_are_asked_for_only_through_table_entries_a_request_uses(na, tmp_path):
+    """With numba's bounds checks on (a fresh compile), prefetching any distance ahead never indexes a block
+    table past a request's last block, where the table may end (no padding column), in either kernel."""
+    proc = _run(f"""
+        import os
+        os.environ.update(NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR={str(tmp_path)!r})
+        import torch
+        from unittest import mock
+        from pagedkv_lib.attention.batch import random_paged_batch
+        from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD, prefetch
+        batch = random_paged_batch([37, 16, 5, 64], block_size=4, extra_columns=0, seed=3)
+        keys, values = CD.packed_kv(batch.keys), CD.packed_kv(batch.values)
+        outs = set()
+        for ahead in (0, 1, 4, 17, 1000):
+            with mock.patch.object(prefetch, "PREFETCH_TOKENS", ahead):
+                paged = FD.paged_decode_numba(*batch.args())
+                twin = CD.contiguous_decode_numba(batch.q, keys, values, batch.seq_lens)
+            outs.add((paged.numpy().tobytes(), twin.numpy().tobytes()))
+        print(FD.kernel_unavailable(), CD.contiguous_kernel_unavailable(), len(outs))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["None None 1"], proc.stderr
 
 
 def test_python_threads_launching_at_once_each_get_their_own_result(na):

@@ -93,10 +93,12 @@ def _check(q, keys, values, seq_lens) -> torch.Tensor:
 def _launch(q, keys, values, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
     """The kernel on checked arguments, every request's program on ``torch.get_num_threads()`` threads."""
     from .contiguous_kernel import decode_request_contiguous
+    from .prefetch import PREFETCH_TOKENS
     out = np.empty(q.shape, dtype=np.float32)
     lens = as_array(seq_lens)
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
-    args = (as_array(q), as_array(keys), as_array(values), starts, lens, np.float32(scale), STEP_TOKENS, out)
+    args = (as_array(q), as_array(keys), as_array(values), starts, lens, np.float32(scale), STEP_TOKENS,
+            PREFETCH_TOKENS, out)
     longest_first = np.argsort(-lens, kind="stable").tolist()
     on_threads(lambda b: decode_request_contiguous(b, *args), longest_first, torch.get_num_threads())
     return torch.from_numpy(out)

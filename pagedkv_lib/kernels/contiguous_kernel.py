@@ -4,8 +4,9 @@ It is :func:`.numba_kernel.decode_request` with one change: where that program f
 through the block table (row ``t % S`` of block ``table[t // S]``), this one finds it at row
 ``starts[b] + t`` of one packed ``[sum(T), H_kv, D]`` array, request after request. Same steps of
 ``step_tokens`` tokens, same online softmax (:func:`.softmax_step._online_softmax` itself), same
-passes (four tokens and four query heads per pass over K rows and over V rows), no prefetches either,
-same fp32 maths: timing the two side by side on the same bytes shows what the table's indirection costs alone.
+passes (four tokens and four query heads per pass over K rows and over V rows), the same requests for
+rows ``ahead`` tokens later (:mod:`.prefetch`), same fp32 maths: timing the two side by side on the same
+bytes shows what the table's indirection costs alone.
 
 fp32 only, no bounds checks: :func:`.contiguous_decode.contiguous_decode_numba` checks first.
 """
@@ -14,16 +15,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .numba_kernel import _put4
+from .numba_kernel import _ask, _put4
 from .softmax_step import _FASTMATH, _online_softmax
 
 
 @njit(nogil=True, cache=True, fastmath=_FASTMATH)
-def decode_request_contiguous(b, q, keys, values, starts, seq_lens, scale, step_tokens, out):
+def decode_request_contiguous(b, q, keys, values, starts, seq_lens, scale, step_tokens, ahead, out):
     """One program: request ``b``'s output ``out[b]`` from its rows ``starts[b] .. starts[b] + T - 1``.
 
     ``q [B, H_q, D]`` fp32; ``keys``, ``values [sum(T), H_kv, D]`` fp32, each request's tokens in
-    order and side by side; ``out [B, H_q, D]`` fp32, written once.
+    order and side by side; ``out [B, H_q, D]`` fp32, written once; ``ahead`` as in
+    :func:`.numba_kernel.decode_request`.
     """
     num_q_heads, head_dim = q.shape[1], q.shape[2]
     T, first = seq_lens[b], starts[b]
@@ -35,23 +37,39 @@ def decode_request_contiguous(b, q, keys, values, starts, seq_lens, scale, step_
     two_k = np.empty(step_tokens, dtype=np.int32)
     for t0 in range(0, T, step_tokens):                           # a step: tokens t0 .. t1 - 1
         t1 = min(t0 + step_tokens, T)
-        _scores_rows(qs, keys, first, t0, t1, p)
+        _scores_rows(qs, keys, first, T, t0, t1, ahead, p)
         _online_softmax(p, t1 - t0, m, l, acc, two_k)
-        _add_value_rows(p, values, first, t0, t1, acc)
+        _add_value_rows(p, values, first, T, t0, t1, ahead, acc)
     for hq in range(num_q_heads):
         for d in range(head_dim):
             out[b, hq, d] = acc[hq, d] / l[hq]
 
 
+@njit(inline="always")
+def _rows_ahead(rows, first, T, t, ahead):
+    """The addresses of rows ``first + t .. first + t + 3`` of ``rows [N, H_kv, D]``: 0 for a token at or past
+    ``T``, and for all four where ``ahead`` is 0 (:func:`.numba_kernel._rows_ahead`, without a table)."""
+    return (_row(rows, first, T, t, ahead), _row(rows, first, T, t + 1, ahead),
+            _row(rows, first, T, t + 2, ahead), _row(rows, first, T, t + 3, ahead))
+
+
+@njit(inline="always")
+def _row(rows, first, T, t, ahead):
+    """The address of ``rows[first + t]``; 0 where ``t >= T`` or ``ahead`` is 0."""
+    return 0 if ahead == 0 or t >= T else rows.ctypes.data + (first + t) * rows.strides[0]
+
+
 @njit(cache=True, fastmath=_FASTMATH)
-def _scores_rows(qs, keys, first, t0, t1, p):
-    """``p[:, t - t0] = qs . k_t`` for tokens ``t0 .. t1 - 1``, four tokens and four query heads per pass."""
+def _scores_rows(qs, keys, first, T, t0, t1, ahead, p):
+    """``p[:, t - t0] = qs . k_t`` for tokens ``t0 .. t1 - 1`` of ``T``, four tokens and four query heads per pass."""
     num_kv_heads, head_dim = keys.shape[1], keys.shape[2]
     group = qs.shape[0] // num_kv_heads
     t = t0
     while t + 4 <= t1:                                            # four tokens: t .. t + 3
         r, i = first + t, t - t0
+        later = _rows_ahead(keys, first, T, t + ahead, ahead)
         for h in range(num_kv_heads):
+            _ask(later, h * keys.strides[1], keys.strides[1])
             g0 = h * group                                        # the G query heads of KV head h
             g = 0
             while g + 4 <= group:                                 # a: token t, b: + 1, c, e (d indexes); 0-3: heads
@@ -114,8 +132,9 @@ def _scores_rows(qs, keys, first, t0, t1, p):
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _add_value_rows(p, values, first, t0, t1, acc):
-    """``acc += p @ V`` over tokens ``t0 .. t1 - 1``: four tokens (then two, then one) and four query heads per pass."""
+def _add_value_rows(p, values, first, T, t0, t1, ahead, acc):
+    """``acc += p @ V`` over tokens ``t0 .. t1 - 1`` of ``T``: four tokens (then two, then one) and four query heads
+    per pass."""
     num_kv_heads, head_dim = values.shape[1], values.shape[2]
     group = acc.shape[0] // num_kv_heads
     t = t0
@@ -123,7 +142,9 @@ def _add_value_rows(p, values, first, t0, t1, acc):
         width = 4 if t + 4 <= t1 else (2 if t + 2 <= t1 else 1)
         ra, c = first + t, t - t0
         rb, rc, rd = ra + min(1, width - 1), ra + min(2, width - 1), ra + min(3, width - 1)
+        later = _rows_ahead(values, first, T, t + ahead, ahead if width == 4 else 0)
         for h in range(num_kv_heads):
+            _ask(later, h * values.strides[1], values.strides[1])
             g0 = h * group
             g = 0
             while g + 4 <= group:

@@ -25,7 +25,8 @@ This module is the checked entry, the launch and the fallback; the compiled prog
   threads, ``benchmarks/RESULTS.md``); ``OMP_WAIT_POLICY=PASSIVE``, set before torch starts, stops that.
 * **Pages.** On the OS's default 4 KiB pages every K/V row (at 8 KV heads x 128 x fp32) is a page's worth
   of bytes, each page an address translation; caches on huge pages (:func:`.huge_pages.on_huge_pages`)
-  took less time here, at one thread and two (``benchmarks/RESULTS.md``).
+  took less time here, at one thread and two (``benchmarks/RESULTS.md``). The program asks for rows
+  :data:`.prefetch.PREFETCH_TOKENS` tokens before it reads them: the next block's lie anywhere.
 * **Layout.** q becomes fp32 and the tables int64, and a strided cache is copied once to a
   contiguous one, so the kernel has one compiled version per cache dtype. numba has no float16:
   fp16 and bf16 caches are passed as their 16-bit patterns with a table of their fp32 values.
@@ -117,11 +118,13 @@ def _launch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block
     Private: out-of-range lengths or block ids here read out of bounds instead of raising.
     """
     from .numba_kernel import decode_request
+    from .prefetch import PREFETCH_TOKENS
     out = np.empty(q.shape, dtype=np.float32)
     lens = as_array(seq_lens.to(torch.int64))
     args = (_UPCAST[q.dtype][as_array(q)] if q.dtype in _UPCAST else as_array(q),   # fp32 either way
             as_array(k_cache), as_array(v_cache), as_array(block_tables.to(torch.int64)), lens,
-            np.float32(scale), _UPCAST.get(k_cache.dtype), max(1, STEP_TOKENS // k_cache.shape[1]), out)
+            np.float32(scale), _UPCAST.get(k_cache.dtype), max(1, STEP_TOKENS // k_cache.shape[1]),
+            PREFETCH_TOKENS, out)
     longest_first = np.argsort(-lens, kind="stable").tolist()
     on_threads(lambda b: decode_request(b, *args), longest_first, torch.get_num_threads())
     return torch.from_numpy(out).to(q.dtype)

@@ -14,8 +14,10 @@ What makes it fast on a CPU (each kept for a same-process A/B, ``benchmarks/RESU
   (four accumulator rows per load of a value, one load and store of ``acc`` per four tokens);
 * ``exp`` by a polynomial that LLVM vectorises (:func:`.softmax_step._exp_shifted`), not one libm call per score;
 * no array views of the shared caches in the loops (a view's reference count is an atomic that
-  every thread shares), and no prefetches: on the Xeon this was measured on, the program without the
-  previous one-row-ahead prefetches was faster (the hardware's own prefetcher follows each 64 KiB block).
+  every thread shares);
+* in each pass over four rows, a request to memory for the same KV head's part of the rows ``ahead``
+  tokens later (:func:`_rows_ahead`, into L2): the rows of the next block lie anywhere, and the CPU's
+  own prefetcher cannot know where (:mod:`.prefetch`).
 
 ``nogil=True`` lets several Python threads run programs at once (:func:`.launch.on_threads`).
 Fast math without ``nnan``/``ninf``: sums may be reordered (vectorised dot products), but NaN and
@@ -28,6 +30,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from .prefetch import prefetch_to_l2
 from .softmax_step import _FASTMATH, _online_softmax
 
 
@@ -72,7 +75,7 @@ def _block_versions(cache, block, n, upcast, buf):
 
 
 @njit(nogil=True, cache=True, fastmath=_FASTMATH)
-def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks, out):
+def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks, ahead, out):
     """One program: request ``b``'s output ``out[b]``, all its query heads served by each K/V row read.
 
     What program b touches, for T = seq_lens[b] tokens in N = ceil(T / S) blocks::
@@ -92,6 +95,7 @@ def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast
     the accumulator when the max grows, then the step's V rows added in, weighted by their
     probabilities. The Triton kernel runs one program per (request, KV head); on a CPU one per
     request is faster, since one token's KV heads lie side by side (a 4 KiB row at 8 x 128 fp32).
+    ``ahead``: how many tokens ahead rows are asked for (:data:`.prefetch.PREFETCH_TOKENS`; 0: none).
     """
     num_q_heads, head_dim = q.shape[1], q.shape[2]
     S = k_cache.shape[1]
@@ -106,21 +110,22 @@ def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast
     num_blocks = (T + S - 1) // S
     for j0 in range(0, num_blocks, step_blocks):                  # a step: blocks j0 .. j1 - 1
         j1 = min(j0 + step_blocks, num_blocks)
-        n = _scores(qs, k_cache, table, T, j0, j1, upcast, p)
+        n = _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p)
         _online_softmax(p, n, m, l, acc, two_k)
-        _add_values(p, v_cache, table, T, j0, j1, upcast, acc)
+        _add_values(p, v_cache, table, T, j0, j1, upcast, ahead, acc)
     for hq in range(num_q_heads):
         for d in range(head_dim):
             out[b, hq, d] = acc[hq, d] / l[hq]
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
+def _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p):
     """``p[:, t] = qs . k_t`` for the tokens ``t`` of blocks ``j0 .. j1 - 1``; returns their count (>= 1).
 
     Four tokens and four query heads per pass through a KV head's part of four K rows: one load of
     each key value serves four dot products, one load of each query value four, and four rows
-    stream in at once (faster than two from memory, ``benchmarks/RESULTS.md``).
+    stream in at once (faster than two from memory, ``benchmarks/RESULTS.md``); meanwhile the same
+    part of the rows ``ahead`` tokens later is asked for (:func:`_rows_ahead`).
     """
     S, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
     group = qs.shape[0] // num_kv_heads
@@ -130,7 +135,9 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
         block = table[j]
         slot = 0
         while slot + 4 <= n:                                      # four tokens: slot .. slot + 3
+            later = _rows_ahead(k_cache, table, T, j * S + slot + ahead, ahead)
             for h in range(num_kv_heads):
+                _ask(later, h * k_cache.strides[2], k_cache.strides[2])
                 g0 = h * group
                 g = 0
                 while g + 4 <= group:                             # a: token slot, b: + 1, c, e (d indexes); 0-3: heads
@@ -193,6 +200,31 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, p):
     return t
 
 
+@njit(inline="always")
+def _rows_ahead(cache, table, T, t, ahead):
+    """The addresses of the rows of tokens ``t .. t + 3`` in ``cache``, found through ``table``: 0 for a token
+    at or past ``T``, and for all four where ``ahead`` is 0 (no prefetching)."""
+    return (_row(cache, table, T, t, ahead), _row(cache, table, T, t + 1, ahead),
+            _row(cache, table, T, t + 2, ahead), _row(cache, table, T, t + 3, ahead))
+
+
+@njit(inline="always")
+def _row(cache, table, T, t, ahead):
+    """The address of token ``t``'s row, ``cache[table[t // S], t % S]``; 0 where ``t >= T`` or ``ahead`` is 0."""
+    if ahead == 0 or t >= T:
+        return 0
+    S = cache.shape[1]
+    return cache.ctypes.data + table[t // S] * cache.strides[0] + (t % S) * cache.strides[1]
+
+
+@njit(inline="always")
+def _ask(rows, offset, num_bytes):
+    """Ask for ``num_bytes`` at ``offset`` into each of ``rows`` (addresses; 0: none) into L2 (:mod:`.prefetch`)."""
+    for row in rows:
+        if row != 0:
+            prefetch_to_l2(row + offset, num_bytes)
+
+
 @njit(fastmath=_FASTMATH, inline="always")
 def _put4(p, row, col, x0, x1, x2, x3):
     """``p[row, col .. col + 3] = x0 .. x3``: one query head's scores of four tokens."""
@@ -203,12 +235,12 @@ def _put4(p, row, col, x0, x1, x2, x3):
 
 
 @njit(cache=True, fastmath=_FASTMATH)
-def _add_values(p, v_cache, table, T, j0, j1, upcast, acc):
+def _add_values(p, v_cache, table, T, j0, j1, upcast, ahead, acc):
     """``acc += p @ V`` over the tokens of blocks ``j0 .. j1 - 1``, each V row read in place.
 
     Tokens go four at a time (one load and store of ``acc`` for four; then two, then one, at a
     block's end) and query heads four at a time through each KV head's part of a V row (one load of
-    each value for four accumulator rows).
+    each value for four accumulator rows); the same part of the rows ``ahead`` tokens later is asked for.
     """
     S, num_kv_heads, head_dim = v_cache.shape[1], v_cache.shape[2], v_cache.shape[3]
     group = acc.shape[0] // num_kv_heads
@@ -219,7 +251,9 @@ def _add_values(p, v_cache, table, T, j0, j1, upcast, acc):
         slot = 0
         while slot + 4 <= n:                                      # four tokens: slot .. slot + 3
             c = t + slot
+            later = _rows_ahead(v_cache, table, T, j * S + slot + ahead, ahead)
             for h in range(num_kv_heads):
+                _ask(later, h * v_cache.strides[2], v_cache.strides[2])
                 g0 = h * group
                 g = 0
                 while g + 4 <= group:

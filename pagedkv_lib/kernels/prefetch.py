@@ -1,12 +1,16 @@
 """Asking the CPU for a K/V row before the kernel reads it: LLVM's ``prefetch``, callable from numba.
 
 A paged kernel jumps to another block every S tokens, somewhere else in memory, and the CPU's
-own prefetcher, which follows steady strides, cannot guess where. The kernel of 2026-12-01 named the
-rows it would need next (each token's V row while it computed that token's scores, the next step's K
-rows while it added this step's V rows), kept then for a same-process A/B on an AMD EPYC
-(``benchmarks/kernel_pieces.py``, which still rebuilds that kernel). Issue 39's kernel dropped them: on
-an Ice Lake Xeon the program without them was faster (``benchmarks/RESULTS.md``, issue 39). A
-prefetch never faults and never changes a result, only when memory arrives.
+own prefetcher, which follows steady strides within a 4 KiB page, cannot guess where. At 8 KV
+heads x 128 x fp32 each token's row is one such page: the prefetcher would start over on every row.
+
+The fused programs (:mod:`.numba_kernel` and its contiguous twin) ask for each KV head's part of
+the rows :data:`PREFETCH_TOKENS` tokens ahead of the four they are reading (:func:`prefetch_to_l2`),
+so that memory works while they compute. Measured on an AMD EPYC (Zen 4): 0.67-0.74 of the time
+without, at one thread and two (``benchmarks/prefetch.py``, ``benchmarks/RESULTS.md``). Asked into
+L1 instead, the same prefetches gained 4-7%: L1 has too few slots for misses in flight. The kernel of
+2026-12-01 asked into L1 for rows one step ahead (``benchmarks/kernel_pieces.py`` rebuilds it with
+:func:`prefetch_row`). A prefetch never faults and never changes a result, only when memory arrives.
 
 Compiled code only; importing this module imports numba and llvmlite.
 """
@@ -19,31 +23,42 @@ from numba import njit
 LINE_BYTES = 64
 """A cache line, the unit one prefetch asks for."""
 
+PREFETCH_TOKENS = 16
+"""How many tokens ahead of the ones they read the fused programs ask for rows (0: none). 8, 16, 24 and 32
+measured alike (0.69-0.71 of the time without); 64 less well (0.76): lines then wait long enough in L2 to be
+evicted before use."""
 
-@numba.extending.intrinsic
-def _prefetch(typingctx, address):
-    """``llvm.prefetch`` of the byte at ``address`` (an int): for reading, kept in every cache level."""
-    def codegen(context, builder, signature, args):
-        i32 = ir.IntType(32)
-        pointer = builder.inttoptr(args[0], ir.PointerType(ir.IntType(8)))
-        fn = builder.module.declare_intrinsic(      # llvm.prefetch.p0 (or .p0i8 on older LLVM)
-            "llvm.prefetch", [pointer.type], ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]))
-        builder.call(fn, [pointer, i32(0), i32(3), i32(1)])    # read, locality 3 (keep), data cache
-        return context.get_dummy_value()
-    return numba.types.void(numba.types.intp), codegen
+
+def _prefetch_intrinsic(locality: int):
+    """A numba intrinsic ``f(address)``: ``llvm.prefetch`` of the byte at ``address`` (an int), for reading,
+    ``locality`` 3 (keep in every cache level, x86's ``prefetcht0``) down to 1 (``prefetcht2``)."""
+    @numba.extending.intrinsic
+    def prefetch(typingctx, address):
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            pointer = builder.inttoptr(args[0], ir.PointerType(ir.IntType(8)))
+            fn = builder.module.declare_intrinsic(      # llvm.prefetch.p0 (or .p0i8 on older LLVM)
+                "llvm.prefetch", [pointer.type], ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]))
+            builder.call(fn, [pointer, i32(0), i32(locality), i32(1)])    # read, locality, data cache
+            return context.get_dummy_value()
+        return numba.types.void(numba.types.intp), codegen
+    return prefetch
+
+
+_prefetch = _prefetch_intrinsic(3)
+_prefetch_l2 = _prefetch_intrinsic(2)
+
+
+@njit(inline="always")
+def prefetch_to_l2(address, num_bytes):
+    """Ask for ``num_bytes`` from ``address`` (an int), line by line, into L2 (x86's ``prefetcht1``)."""
+    for offset in range(0, num_bytes, LINE_BYTES):
+        _prefetch_l2(address + offset)
 
 
 @njit(inline="always")
 def prefetch_row(cache, block, slot, num_bytes):
-    """Ask for the first ``num_bytes`` of token ``slot``'s row in physical ``block`` of ``cache``, line by line."""
+    """Ask for the first ``num_bytes`` of token ``slot``'s row in physical ``block`` of ``cache``, line by line, into L1."""
     row = cache.ctypes.data + block * cache.strides[0] + slot * cache.strides[1]
     for offset in range(0, num_bytes, LINE_BYTES):
         _prefetch(row + offset)
-
-
-@njit(inline="always")
-def prefetch_token(rows, row, num_bytes):
-    """Ask for the first ``num_bytes`` of ``rows[row]`` (one token's ``[H_kv, D]`` in a contiguous cache), line by line."""
-    start = rows.ctypes.data + row * rows.strides[0]
-    for offset in range(0, num_bytes, LINE_BYTES):
-        _prefetch(start + offset)

@@ -176,6 +176,42 @@ def test_rows_are_asked_for_only_through_table_entries_a_request_uses(na, tmp_pa
     assert proc.stdout.splitlines() == ["None None 1"], proc.stderr
 
 
+@settings(max_examples=200, deadline=None)
+@given(lens=st.lists(st.integers(-1, 30), max_size=5), S=st.integers(0, 5), extra=st.integers(-2, 2),
+       num_blocks=st.integers(0, 9), form=st.sampled_from(["int64", "int32", "list"]), data=st.data())
+def test_the_compiled_bounds_check_accepts_what_check_decode_inputs_accepts(na, lens, S, extra, num_blocks, form, data):
+    """The launch's one compiled pass over the tables (``tables_fit``) accepts exactly the batches that
+    ``check_decode_inputs`` accepts; what it refuses, or cannot take (int32, lists), gets that check's own error."""
+    import math
+    import re
+    from pagedkv_lib.attention.validation import check_decode_inputs
+    from pagedkv_lib.kernels.numba_kernel import tables_fit
+    width = max(0, max((math.ceil(t / S) for t in lens if t > 0 and S), default=0) + extra)
+    ids = data.draw(st.lists(st.lists(st.integers(0, max(num_blocks - 1, 0)), min_size=width, max_size=width),
+                             min_size=len(lens), max_size=len(lens)))
+    if ids and width and data.draw(st.booleans()):                  # one entry out of bounds, used or padding
+        row, col = data.draw(st.integers(0, len(lens) - 1)), data.draw(st.integers(0, width - 1))
+        ids[row][col] = data.draw(st.sampled_from([-2, -1, num_blocks, num_blocks + 1]))
+    tables = torch.tensor(ids, dtype=torch.int64).reshape(len(lens), width)
+    seq_lens = torch.tensor(lens, dtype=torch.int64)
+    q, cache = torch.zeros(len(lens), 2, 4), torch.zeros(num_blocks, S, 1, 4)
+
+    def checked(block_tables):
+        try:
+            return check_decode_inputs(q, cache, cache, block_tables, seq_lens)
+        except ValueError as exc:
+            return exc
+    assert tables_fit(tables.numpy(), seq_lens.numpy(), num_blocks, S) == (not isinstance(checked(tables), Exception))
+    given_tables = {"int64": tables, "int32": tables.int(), "list": ids}[form]
+    expected = checked(given_tables)
+    if isinstance(expected, Exception):
+        with pytest.raises(ValueError, match=re.escape(str(expected))):
+            na._checked_tables(q, cache, cache, given_tables, seq_lens)
+    else:
+        assert all(torch.equal(a, b) for a, b in zip(na._checked_tables(q, cache, cache, given_tables, seq_lens),
+                                                      expected))
+
+
 def test_python_threads_launching_at_once_each_get_their_own_result(na):
     batch = random_paged_batch([300, 7, 129] * 4, seed=0)
     expected = na.paged_decode_numba(*batch.args())

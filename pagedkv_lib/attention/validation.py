@@ -19,7 +19,7 @@ from ..validation import check_int, check_number
 from ..accounting import blocks_needed
 
 __all__ = ["FLOATS", "index_tensor", "blocks_in_use", "check_scale", "check_cache", "check_float",
-           "check_decode_inputs", "check_dense", "check_gather", "check_prefill", "check_write"]
+           "check_decode_tensors", "check_decode_inputs", "check_dense", "check_gather", "check_prefill", "check_write"]
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 """The cache and query dtypes every attention function accepts."""
@@ -156,6 +156,13 @@ def _check_capacity(what: str, total: int, table: torch.Tensor, block_size: int)
                          f"{table.shape[0]} blocks x {block_size} tokens = {capacity} tokens")
 
 
+def check_decode_tensors(q, k_cache, v_cache) -> None:
+    """The first half of :func:`check_decode_inputs`: ``q [B, H_q, D]`` and both caches ``[num_blocks, S, H_kv, D]``
+    agree in dtype, head dim and heads (Python checks of shapes and dtypes only, no tensor operation)."""
+    check_cache(k_cache, v_cache)
+    _check_query(q, k_cache, "[B, H_q, D]")
+
+
 def check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens):
     """Checked ``(block_tables, seq_lens)`` as int64 for a decode batch ``q [B, H_q, D]``.
 
@@ -163,8 +170,7 @@ def check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens):
     with the same messages; raises ``TypeError``/``ValueError`` naming the shapes. Table entries
     past a request's ``ceil(T / S)`` blocks are padding: they are not checked and never read.
     """
-    check_cache(k_cache, v_cache)
-    _check_query(q, k_cache, "[B, H_q, D]")
+    check_decode_tensors(q, k_cache, v_cache)
     tables = index_tensor("block_tables", block_tables, 2)
     lens = index_tensor("seq_lens", seq_lens, 1)
     if tables.shape[0] != q.shape[0]:

@@ -30,7 +30,8 @@ This module is the checked entry, the launch and the fallback; the compiled prog
 * **Layout.** q becomes fp32 and the tables int64, and a strided cache is copied once to a
   contiguous one, so the kernel has one compiled version per cache dtype. numba has no float16:
   fp16 and bf16 caches are passed as their 16-bit patterns with a table of their fp32 values.
-* No bounds checks inside the kernel: :func:`paged_decode_numba` checks every argument first.
+* No bounds checks inside the kernel: :func:`paged_decode_numba` checks every argument first, the tables'
+  bounds by one compiled pass (:func:`.numba_kernel.tables_fit`) where they are int64 tensors already.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ import torch
 
 from ..attention.batch import random_paged_batch
 from ..attention.fast import paged_decode_online_fast
-from ..attention.validation import check_decode_inputs, check_scale
+from ..attention.validation import check_decode_inputs, check_decode_tensors, check_scale
 from .launch import as_array, compiled_or_why_not, on_threads
 
 __all__ = ["paged_decode_numba", "kernel_unavailable", "warm_up", "STEP_TOKENS"]
@@ -68,15 +69,15 @@ def paged_decode_numba(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     Precision: scores, softmax, accumulator and the weights of V are fp32; the result is rounded
     to q's dtype once. Where :func:`kernel_unavailable` the torch version computes it instead.
     """
-    tables, lens = check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens)
+    check_decode_tensors(q, k_cache, v_cache)
     scale = check_scale(scale, q.shape[-1])
     devices = sorted({str(t.device) for t in (q, k_cache, v_cache)} - {"cpu"})
     if devices:
         raise ValueError(f"paged_decode_numba runs on the CPU, but q and the caches are on {devices}: "
                          "move them with .cpu(), or use pagedkv_lib.attention.triton_decode on a GPU")
     if kernel_unavailable(k_cache.dtype):
-        return paged_decode_online_fast(q, k_cache, v_cache, tables, lens, scale=scale)
-    return _launch(q, k_cache, v_cache, tables, lens, scale)
+        return paged_decode_online_fast(q, k_cache, v_cache, block_tables, seq_lens, scale=scale)
+    return _launch(q, k_cache, v_cache, *_checked_tables(q, k_cache, v_cache, block_tables, seq_lens), scale)
 
 
 def kernel_unavailable(dtype: torch.dtype = torch.float32) -> str | None:
@@ -107,8 +108,25 @@ def _ready(sixteen_bit: bool) -> str | None:
 
     def run_tiny():
         from . import numba_kernel        # noqa: F401  (imports numba)
-        _launch(*batch.args(), scale=0.5)
+        q, k_cache, v_cache, tables, lens = batch.args()
+        _launch(q, k_cache, v_cache, *_checked_tables(q, k_cache, v_cache, tables, lens), scale=0.5)
     return compiled_or_why_not("fused kernel", run_tiny, "pagedkv_lib.attention.fast.paged_decode_online_fast")
+
+
+def _checked_tables(q, k_cache, v_cache, block_tables, seq_lens) -> tuple[torch.Tensor, torch.Tensor]:
+    """``check_decode_inputs(...)``'s checked ``(block_tables, seq_lens)``, with q and the caches already checked.
+
+    Where both are int64 CPU tensors of a batch's shapes, one compiled pass checks their bounds
+    (:func:`.numba_kernel.tables_fit`); anything else, or anything out of bounds, goes to
+    :func:`~pagedkv_lib.attention.validation.check_decode_inputs`, which converts or says what is wrong.
+    """
+    from .numba_kernel import tables_fit
+    if (all(isinstance(t, torch.Tensor) and t.dtype == torch.int64 and t.device.type == "cpu" and t.dim() == dim
+            for t, dim in ((block_tables, 2), (seq_lens, 1)))
+            and block_tables.shape[0] == seq_lens.shape[0] == q.shape[0]
+            and tables_fit(as_array(block_tables), as_array(seq_lens), k_cache.shape[0], k_cache.shape[1])):
+        return block_tables, seq_lens
+    return check_decode_inputs(q, k_cache, v_cache, block_tables, seq_lens)
 
 
 def _launch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,

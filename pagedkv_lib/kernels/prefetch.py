@@ -6,9 +6,11 @@ heads x 128 x fp32 each token's row is one such page: the prefetcher would start
 
 The fused programs (:mod:`.numba_kernel` and its contiguous twin) ask for each KV head's part of
 the rows :data:`PREFETCH_TOKENS` tokens ahead of the four they are reading (:func:`prefetch_to_l2`),
-so that memory works while they compute. Measured on an AMD EPYC (Zen 4): 0.67-0.74 of the time
-without, at one thread and two (``benchmarks/prefetch.py``, ``benchmarks/RESULTS.md``). Asked into
-L1 instead, the same prefetches gained 4-7%: L1 has too few slots for misses in flight. The kernel of
+so that memory works while they compute. Measured on an AMD EPYC (Zen 4), same process: 0.66-0.79 of
+the time without, at one thread and two, both kernels alike (``benchmarks/prefetch_ab.py``,
+``benchmarks/RESULTS.md``). Asked into L1 instead, an earlier form of them took 0.93-0.96 (likely because L1
+has fewer slots than L2 for misses in flight). On the Ice Lake Xeon of earlier runs, similar prefetches into
+L1 gained nothing steady; these have not run there. The kernel of
 2026-12-01 asked into L1 for rows one step ahead (``benchmarks/kernel_pieces.py`` rebuilds it with
 :func:`prefetch_row`). A prefetch never faults and never changes a result, only when memory arrives.
 
@@ -24,9 +26,9 @@ LINE_BYTES = 64
 """A cache line, the unit one prefetch asks for."""
 
 PREFETCH_TOKENS = 16
-"""How many tokens ahead of the ones they read the fused programs ask for rows (0: none). 8, 16, 24 and 32
-measured alike (0.69-0.71 of the time without); 64 less well (0.76): lines then wait long enough in L2 to be
-evicted before use."""
+"""How many tokens ahead of the ones they read the fused programs ask for rows (0: none). 4, 8, 12 and 16
+measured alike (within 5% of each other, same process); 32 slower (0.77 of the time without against 0.72 at
+16, lesson 03's batch, one thread): lines then wait in L2 long enough to be evicted before use."""
 
 
 def _prefetch_intrinsic(locality: int):

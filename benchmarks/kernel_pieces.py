@@ -7,7 +7,8 @@ Usage: python benchmarks/kernel_pieces.py [--threads 2] [--repeats 9] [--batch-4
 thread (no torch thread pool spinning) that is the work a call does, whatever else the machine runs.
 
 The library's kernel before issue 39 (:mod:`pagedkv_lib.kernels.numba_kernel`) kept one piece,
-prefetching; issue 39's kernel dropped it (``benchmarks/RESULTS.md``). This script rebuilds that
+prefetching; issue 39's kernel dropped it, and now asks again, another way (rows 16 tokens ahead, into L2;
+``benchmarks/prefetch_ab.py`` is its A/B; ``benchmarks/RESULTS.md``). This script rebuilds that
 earlier program (``rebuilt``, equal to the library's within 1e-5) without it, or with pieces the library once had, and
 times them all interleaved, round by round, in one process (order reversed every other round;
 each fused call right after one torch op, as in a model). The pieces:
@@ -42,7 +43,7 @@ from numba import njit, prange
 from pagedkv_lib.attention.batch import random_paged_batch
 from pagedkv_lib.kernels import fused_decode as FD, numba_kernel as NK, timing as DT
 from pagedkv_lib.kernels.huge_pages import on_huge_pages
-from pagedkv_lib.kernels.prefetch import LINE_BYTES, PREFETCH_TOKENS, prefetch_row
+from pagedkv_lib.kernels.prefetch import LINE_BYTES, PREFETCH_TOKENS, prefetch_intrinsic
 from pagedkv_lib.sim import sharegpt_like
 
 H_Q, H_KV, D, S = 32, 8, 128, 16
@@ -65,6 +66,18 @@ def _exp_shifted(x, n, shift, two_k):
         x[t] *= scale[t]
         total += x[t]
     return total
+
+
+_prefetch_l1 = prefetch_intrinsic(3)
+
+
+@njit(inline="always")
+def prefetch_row(cache, block, slot, num_bytes):
+    """Ask for the first ``num_bytes`` of token ``slot``'s row in physical ``block`` of ``cache``, line by line,
+    into L1: the prefetch of the 2026-12-01 kernel."""
+    row = cache.ctypes.data + block * cache.strides[0] + slot * cache.strides[1]
+    for offset in range(0, num_bytes, LINE_BYTES):
+        _prefetch_l1(row + offset)
 
 
 def make_program(prefetch: bool, poly_exp: bool):
@@ -130,7 +143,8 @@ def make_program(prefetch: bool, poly_exp: bool):
             t += n
 
     @njit(nogil=True, fastmath=FM)
-    def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks, ahead, out):
+    def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast, step_blocks, unused_ahead,
+                       out):
         num_q_heads, head_dim, num_kv_heads = q.shape[1], q.shape[2], k_cache.shape[2]
         T, S_ = seq_lens[b], k_cache.shape[1]
         qs = q[b] * scale

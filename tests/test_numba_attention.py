@@ -7,6 +7,8 @@ kernel's two versions; the subprocess tests load what it cached.
 """
 from __future__ import annotations
 
+import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -130,50 +132,77 @@ def test_asking_for_rows_ahead_changes_no_bit(na, lens, S, dtype, ahead, seed):
     assert torch.equal(outs[0], outs[1])
 
 
-@settings(max_examples=40, deadline=None)
-@given(S=st.integers(1, 9), num_kv_heads=st.integers(1, 4), head_dim=st.sampled_from([1, 8, 40]),
-       sixteen_bit=st.booleans(), data=st.data())
-def test_rows_asked_for_are_the_rows_the_kernels_read(na, S, num_kv_heads, head_dim, sixteen_bit, data):
-    """Each prefetch asks for token t's row: in the paged cache through the table, in the contiguous twin's packed
-    rows at ``first + t``; none at or past the request's T tokens, and none at all where ``ahead`` is 0."""
-    import numpy as np
-    from pagedkv_lib.kernels import contiguous_kernel as CK, numba_kernel as NK
-    cache = np.zeros((7, S, num_kv_heads, head_dim), np.uint16 if sixteen_bit else np.float32)
-    table = np.array(data.draw(st.permutations(range(7))), dtype=np.int64)
-    T = data.draw(st.integers(1, 7 * S))
-    first = data.draw(st.integers(0, 7 * S - T))
-    t = data.draw(st.integers(0, T + 4))
-    rows = cache.reshape(7 * S, num_kv_heads, head_dim)
-    expected = [cache[table[u // S], u % S].ctypes.data if u < T else 0 for u in range(t, t + 4)]
-    assert NK._rows_ahead(cache, table, T, t, 16) == tuple(expected)
-    expected = [rows[first + u].ctypes.data if u < T else 0 for u in range(t, t + 4)]
-    assert CK._rows_ahead(rows, first, T, t, 16) == tuple(expected)
-    assert NK._rows_ahead(cache, table, T, t, 0) == CK._rows_ahead(rows, first, T, t, 0) == (0, 0, 0, 0)
-    assert cache.strides[2] == rows.strides[1] == cache[0, 0, 0].nbytes      # the bytes of one KV head's part
-
-
-def test_rows_are_asked_for_only_through_table_entries_a_request_uses(na, tmp_path):
-    """With numba's bounds checks on (a fresh compile), prefetching any distance ahead never indexes a block
-    table past a request's last block, where the table may end (no padding column), in either kernel."""
+def test_each_pass_asks_for_each_heads_part_of_the_rows_ahead_once_through_the_table(na, tmp_path):
+    """Every prefetch both kernels make, recorded (a fresh compile, ``prefetch_to_l2`` replaced by a call back
+    into Python, numba's bounds checks on): with full blocks of 16 tokens, exactly KV head h's D values of each
+    token 16 to T - 1, in K and in V, once each; fp32 and bf16 (its 16-bit patterns) for the paged kernel, fp32
+    for the twin. Tables without a padding column and distances up to 1,000 never index a table past a
+    request's last block, and every distance gives the same bits."""
     proc = _run(f"""
-        import os
+        import ctypes, os
         os.environ.update(NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR={str(tmp_path)!r})
         import torch
         from unittest import mock
+        from numba import njit
         from pagedkv_lib.attention.batch import random_paged_batch
-        from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD, prefetch
-        batch = random_paged_batch([37, 16, 5, 64], block_size=4, extra_columns=0, seed=3)
+        from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD, numba_kernel as NK, prefetch
+        seen = []
+        record = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)(lambda a, n: seen.append((a, n)))
+        NK.prefetch_to_l2 = njit(lambda address, num_bytes: record(address, num_bytes))
+        torch.set_num_threads(1)
+        ahead, lens, S, H, D = prefetch.PREFETCH_TOKENS, [64, 32, 48], 16, 2, 32
+
+        def expected(caches, row_of):
+            return sorted((c.data_ptr() + row_of(b, t) * H * D * c.element_size() + h * D * c.element_size(),
+                           D * c.element_size())
+                          for c in caches for b, T in enumerate(lens) for t in range(ahead, T) for h in range(H))
+        for dtype in (torch.float32, torch.bfloat16):
+            batch = random_paged_batch(lens, block_size=S, num_kv_heads=H, head_dim=D, dtype=dtype,
+                                       extra_columns=0, seed=1)
+            seen.clear()
+            FD.paged_decode_numba(*batch.args())
+            tables = batch.block_tables
+            print(sorted(seen) == expected((batch.k_cache, batch.v_cache),
+                                           lambda b, t: int(tables[b, t // S]) * S + t % S))
+        keys, values = CD.packed_kv(batch.keys).float(), CD.packed_kv(batch.values).float()
+        seen.clear()
+        CD.contiguous_decode_numba(batch.q.float(), keys, values, batch.seq_lens)
+        print(sorted(seen) == expected((keys, values), lambda b, t: sum(lens[:b]) + t))
+        batch = random_paged_batch([37, 16, 5, 63], block_size=4, extra_columns=0, seed=3)
         keys, values = CD.packed_kv(batch.keys), CD.packed_kv(batch.values)
         outs = set()
-        for ahead in (0, 1, 4, 17, 1000):
-            with mock.patch.object(prefetch, "PREFETCH_TOKENS", ahead):
+        for distance in (0, 1, 4, 17, 1000):
+            with mock.patch.object(prefetch, "PREFETCH_TOKENS", distance):
                 paged = FD.paged_decode_numba(*batch.args())
                 twin = CD.contiguous_decode_numba(batch.q, keys, values, batch.seq_lens)
             outs.add((paged.numpy().tobytes(), twin.numpy().tobytes()))
-        print(FD.kernel_unavailable(), CD.contiguous_kernel_unavailable(), len(outs))
+        print(len(outs), FD.kernel_unavailable(), CD.contiguous_kernel_unavailable())
     """)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["None None 1"], proc.stderr
+    assert proc.stdout.splitlines() == ["True", "True", "True", "1 None None"], proc.stdout
+
+
+def assert_the_compiled_check_agrees(fd, q, cache, tables, seq_lens, given_tables):
+    """``tables_fit`` accepts (int64 ``tables``) exactly what ``check_decode_inputs`` accepts, and
+    ``_checked_tables`` on ``given_tables`` returns what that check returns or raises its error."""
+    from pagedkv_lib.attention.validation import check_decode_inputs
+    from pagedkv_lib.kernels.numba_kernel import tables_fit
+
+    def checked(block_tables):
+        try:
+            return check_decode_inputs(q, cache, cache, block_tables, seq_lens)
+        except ValueError as exc:
+            return exc
+    if tables.shape[0] == seq_lens.shape[0] == q.shape[0]:             # what tables_fit is given to judge
+        fits = tables_fit(tables.numpy(), seq_lens.numpy(), cache.shape[0], cache.shape[1])
+        assert fits == (not isinstance(checked(tables), Exception))
+    expected = checked(given_tables)
+    if isinstance(expected, Exception):
+        with pytest.raises(ValueError, match=re.escape(str(expected))):
+            fd._checked_tables(q, cache, cache, given_tables, seq_lens)
+    else:
+        assert all(torch.equal(a, b) for a, b in zip(fd._checked_tables(q, cache, cache, given_tables, seq_lens),
+                                                      expected))
 
 
 @settings(max_examples=200, deadline=None)
@@ -182,10 +211,6 @@ def test_rows_are_asked_for_only_through_table_entries_a_request_uses(na, tmp_pa
 def test_the_compiled_bounds_check_accepts_what_check_decode_inputs_accepts(na, lens, S, extra, num_blocks, form, data):
     """The launch's one compiled pass over the tables (``tables_fit``) accepts exactly the batches that
     ``check_decode_inputs`` accepts; what it refuses, or cannot take (int32, lists), gets that check's own error."""
-    import math
-    import re
-    from pagedkv_lib.attention.validation import check_decode_inputs
-    from pagedkv_lib.kernels.numba_kernel import tables_fit
     width = max(0, max((math.ceil(t / S) for t in lens if t > 0 and S), default=0) + extra)
     ids = data.draw(st.lists(st.lists(st.integers(0, max(num_blocks - 1, 0)), min_size=width, max_size=width),
                              min_size=len(lens), max_size=len(lens)))
@@ -193,23 +218,22 @@ def test_the_compiled_bounds_check_accepts_what_check_decode_inputs_accepts(na, 
         row, col = data.draw(st.integers(0, len(lens) - 1)), data.draw(st.integers(0, width - 1))
         ids[row][col] = data.draw(st.sampled_from([-2, -1, num_blocks, num_blocks + 1]))
     tables = torch.tensor(ids, dtype=torch.int64).reshape(len(lens), width)
-    seq_lens = torch.tensor(lens, dtype=torch.int64)
-    q, cache = torch.zeros(len(lens), 2, 4), torch.zeros(num_blocks, S, 1, 4)
-
-    def checked(block_tables):
-        try:
-            return check_decode_inputs(q, cache, cache, block_tables, seq_lens)
-        except ValueError as exc:
-            return exc
-    assert tables_fit(tables.numpy(), seq_lens.numpy(), num_blocks, S) == (not isinstance(checked(tables), Exception))
     given_tables = {"int64": tables, "int32": tables.int(), "list": ids}[form]
-    expected = checked(given_tables)
-    if isinstance(expected, Exception):
-        with pytest.raises(ValueError, match=re.escape(str(expected))):
-            na._checked_tables(q, cache, cache, given_tables, seq_lens)
-    else:
-        assert all(torch.equal(a, b) for a, b in zip(na._checked_tables(q, cache, cache, given_tables, seq_lens),
-                                                      expected))
+    assert_the_compiled_check_agrees(na, torch.zeros(len(lens), 2, 4), torch.zeros(num_blocks, S, 1, 4), tables,
+                                     torch.tensor(lens, dtype=torch.int64), given_tables)
+
+
+@pytest.mark.parametrize("ids, lens, num_blocks, S, batch", [
+    ([[0, -1]], [5], 3, 4, 1), ([[0, 3]], [5], 3, 4, 1), ([[0, -1]], [4], 3, 4, 1), ([[0, 3]], [4], 3, 4, 1),
+    ([[0, 1]], [0], 3, 4, 1), ([[0, 1]], [-1], 3, 4, 1), ([[0, 1]], [9], 3, 4, 1), ([[0, 1]], [8], 3, 4, 1),
+    ([[0]], [1], 3, 0, 1), ([[0]], [1], 0, 4, 1), ([[]], [1], 3, 4, 1), ([[0], [1]], [1], 3, 4, 2),
+    ([[0]], [1, 1], 3, 4, 1), ([[0]], [1], 3, 4, 2), ([], [], 3, 4, 0), ([[2**62]], [1], 3, 4, 1),
+], ids=["-1 used", "num_blocks used", "-1 padding", "num_blocks padding", "T 0", "T -1", "capacity + 1",
+        "capacity", "S 0", "no blocks", "no columns", "fewer lengths", "more lengths", "q batch", "empty", "huge id"])
+def test_the_compiled_bounds_check_on_its_edges(na, ids, lens, num_blocks, S, batch):
+    tables = torch.tensor(ids, dtype=torch.int64).reshape(len(ids), -1 if ids and ids[0] else 0)
+    assert_the_compiled_check_agrees(na, torch.zeros(batch, 2, 4), torch.zeros(num_blocks, S, 1, 4), tables,
+                                     torch.tensor(lens, dtype=torch.int64), tables)
 
 
 def test_python_threads_launching_at_once_each_get_their_own_result(na):
@@ -272,6 +296,10 @@ def _bad_calls(batch):
     yield "batch mismatch", (q[:1], k, v, tables, lens), {}
     yield "negative scale", (q, k, v, tables, lens), {"scale": -1.0}
     yield "nan scale", (q, k, v, tables, lens), {"scale": float("nan")}
+    yield "lengths past the table and a negative scale", (q, k, v, tables, lens + 100), {"scale": -1.0}
+    yield "float tables and a nan scale", (q, k, v, tables.float(), lens), {"scale": float("nan")}
+    yield "on another device, lengths past the table", (q.to("meta"), k.to("meta"), v.to("meta"), tables,
+                                                         lens + 100), {}
 
 
 def test_bad_arguments_raise_what_the_torch_version_raises(na):

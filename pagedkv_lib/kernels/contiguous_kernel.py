@@ -48,15 +48,15 @@ def decode_request_contiguous(b, q, keys, values, starts, seq_lens, scale, step_
 @njit(inline="always")
 def _rows_ahead(rows, first, T, t, ahead):
     """The addresses of rows ``first + t .. first + t + 3`` of ``rows [N, H_kv, D]``: 0 for a token at or past
-    ``T``, and for all four where ``ahead`` is 0 (:func:`.numba_kernel._rows_ahead`, without a table)."""
+    ``T``, and for all four where ``ahead <= 0`` (:func:`.numba_kernel._rows_ahead`, without a table)."""
     return (_row(rows, first, T, t, ahead), _row(rows, first, T, t + 1, ahead),
             _row(rows, first, T, t + 2, ahead), _row(rows, first, T, t + 3, ahead))
 
 
 @njit(inline="always")
 def _row(rows, first, T, t, ahead):
-    """The address of ``rows[first + t]``; 0 where ``t >= T`` or ``ahead`` is 0."""
-    return 0 if ahead == 0 or t >= T else rows.ctypes.data + (first + t) * rows.strides[0]
+    """The address of ``rows[first + t]``; 0 where ``t >= T`` or ``ahead <= 0``."""
+    return 0 if ahead <= 0 or t >= T else rows.ctypes.data + (first + t) * rows.strides[0]
 
 
 @njit(cache=True, fastmath=_FASTMATH)
@@ -69,7 +69,7 @@ def _scores_rows(qs, keys, first, T, t0, t1, ahead, p):
         r, i = first + t, t - t0
         later = _rows_ahead(keys, first, T, t + ahead, ahead)
         for h in range(num_kv_heads):
-            _ask(later, h * keys.strides[1], keys.strides[1])
+            _ask(later, keys, h)
             g0 = h * group                                        # the G query heads of KV head h
             g = 0
             while g + 4 <= group:                                 # a: token t, b: + 1, c, e (d indexes); 0-3: heads
@@ -144,7 +144,7 @@ def _add_value_rows(p, values, first, T, t0, t1, ahead, acc):
         rb, rc, rd = ra + min(1, width - 1), ra + min(2, width - 1), ra + min(3, width - 1)
         later = _rows_ahead(values, first, T, t + ahead, ahead if width == 4 else 0)
         for h in range(num_kv_heads):
-            _ask(later, h * values.strides[1], values.strides[1])
+            _ask(later, values, h)
             g0 = h * group
             g = 0
             while g + 4 <= group:

@@ -70,14 +70,16 @@ def paged_decode_numba(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     to q's dtype once. Where :func:`kernel_unavailable` the torch version computes it instead.
     """
     check_decode_tensors(q, k_cache, v_cache)
-    scale = check_scale(scale, q.shape[-1])
     devices = sorted({str(t.device) for t in (q, k_cache, v_cache)} - {"cpu"})
+    compiled = not devices and kernel_unavailable(k_cache.dtype) is None
+    tables, lens = (_checked_tables if compiled else check_decode_inputs)(q, k_cache, v_cache, block_tables, seq_lens)
+    scale = check_scale(scale, q.shape[-1])
     if devices:
         raise ValueError(f"paged_decode_numba runs on the CPU, but q and the caches are on {devices}: "
                          "move them with .cpu(), or use pagedkv_lib.attention.triton_decode on a GPU")
-    if kernel_unavailable(k_cache.dtype):
-        return paged_decode_online_fast(q, k_cache, v_cache, block_tables, seq_lens, scale=scale)
-    return _launch(q, k_cache, v_cache, *_checked_tables(q, k_cache, v_cache, block_tables, seq_lens), scale)
+    if not compiled:
+        return paged_decode_online_fast(q, k_cache, v_cache, tables, lens, scale=scale)
+    return _launch(q, k_cache, v_cache, tables, lens, scale)
 
 
 def kernel_unavailable(dtype: torch.dtype = torch.float32) -> str | None:
@@ -114,15 +116,16 @@ def _ready(sixteen_bit: bool) -> str | None:
 
 
 def _checked_tables(q, k_cache, v_cache, block_tables, seq_lens) -> tuple[torch.Tensor, torch.Tensor]:
-    """``check_decode_inputs(...)``'s checked ``(block_tables, seq_lens)``, with q and the caches already checked.
+    """``check_decode_inputs(...)``'s checked ``(block_tables, seq_lens)``, q and the caches checked already, the
+    kernel ready.
 
     Where both are int64 CPU tensors of a batch's shapes, one compiled pass checks their bounds
     (:func:`.numba_kernel.tables_fit`); anything else, or anything out of bounds, goes to
     :func:`~pagedkv_lib.attention.validation.check_decode_inputs`, which converts or says what is wrong.
     """
     from .numba_kernel import tables_fit
-    if (all(isinstance(t, torch.Tensor) and t.dtype == torch.int64 and t.device.type == "cpu" and t.dim() == dim
-            for t, dim in ((block_tables, 2), (seq_lens, 1)))
+    if (all(isinstance(t, torch.Tensor) and t.dtype == torch.int64 and t.device.type == "cpu"
+            and t.layout == torch.strided and t.dim() == dim for t, dim in ((block_tables, 2), (seq_lens, 1)))
             and block_tables.shape[0] == seq_lens.shape[0] == q.shape[0]
             and tables_fit(as_array(block_tables), as_array(seq_lens), k_cache.shape[0], k_cache.shape[1])):
         return block_tables, seq_lens

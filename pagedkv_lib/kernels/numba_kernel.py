@@ -137,7 +137,7 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p):
         while slot + 4 <= n:                                      # four tokens: slot .. slot + 3
             later = _rows_ahead(k_cache, table, T, j * S + slot + ahead, ahead)
             for h in range(num_kv_heads):
-                _ask(later, h * k_cache.strides[2], k_cache.strides[2])
+                _ask(later, k_cache, h)
                 g0 = h * group
                 g = 0
                 while g + 4 <= group:                             # a: token slot, b: + 1, c, e (d indexes); 0-3: heads
@@ -203,26 +203,35 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p):
 @njit(inline="always")
 def _rows_ahead(cache, table, T, t, ahead):
     """The addresses of the rows of tokens ``t .. t + 3`` in ``cache``, found through ``table``: 0 for a token
-    at or past ``T``, and for all four where ``ahead`` is 0 (no prefetching)."""
+    at or past ``T``, and for all four where ``ahead <= 0`` (no prefetching)."""
     return (_row(cache, table, T, t, ahead), _row(cache, table, T, t + 1, ahead),
             _row(cache, table, T, t + 2, ahead), _row(cache, table, T, t + 3, ahead))
 
 
 @njit(inline="always")
 def _row(cache, table, T, t, ahead):
-    """The address of token ``t``'s row, ``cache[table[t // S], t % S]``; 0 where ``t >= T`` or ``ahead`` is 0."""
-    if ahead == 0 or t >= T:
+    """The address of token ``t``'s row, ``cache[table[t // S], t % S]``; 0 where ``t >= T`` or ``ahead <= 0``."""
+    if ahead <= 0 or t >= T:
         return 0
     S = cache.shape[1]
     return cache.ctypes.data + table[t // S] * cache.strides[0] + (t % S) * cache.strides[1]
 
 
 @njit(inline="always")
-def _ask(rows, offset, num_bytes):
-    """Ask for ``num_bytes`` at ``offset`` into each of ``rows`` (addresses; 0: none) into L2 (:mod:`.prefetch`)."""
+def _ask(rows, cache, h):
+    """Ask for KV head ``h``'s part of each of ``rows`` (addresses of rows of ``cache``; 0: none) into L2
+    (:mod:`.prefetch`): its D values, found the same way in a paged ``[num_blocks, S, H_kv, D]`` cache and in
+    packed ``[N, H_kv, D]`` rows (:func:`_head_part`)."""
+    offset, num_bytes = _head_part(cache, h)
     for row in rows:
         if row != 0:
             prefetch_to_l2(row + offset, num_bytes)
+
+
+@njit(inline="always")
+def _head_part(cache, h):
+    """``(offset, bytes)`` of KV head ``h``'s D values within a row of ``cache`` (heads next to last, D last)."""
+    return h * cache.strides[cache.ndim - 2], cache.shape[cache.ndim - 1] * cache.itemsize
 
 
 @njit(fastmath=_FASTMATH, inline="always")
@@ -253,7 +262,7 @@ def _add_values(p, v_cache, table, T, j0, j1, upcast, ahead, acc):
             c = t + slot
             later = _rows_ahead(v_cache, table, T, j * S + slot + ahead, ahead)
             for h in range(num_kv_heads):
-                _ask(later, h * v_cache.strides[2], v_cache.strides[2])
+                _ask(later, v_cache, h)
                 g0 = h * group
                 g = 0
                 while g + 4 <= group:

@@ -6,13 +6,13 @@ heads x 128 x fp32 each token's row is one such page: the prefetcher would start
 
 The fused programs (:mod:`.numba_kernel` and its contiguous twin) ask for each KV head's part of
 the rows :data:`PREFETCH_TOKENS` tokens ahead of the four they are reading (:func:`prefetch_to_l2`),
-so that memory works while they compute. Measured on an AMD EPYC (Zen 4), same process: 0.66-0.79 of
-the time without, at one thread and two, both kernels alike (``benchmarks/prefetch_ab.py``,
+so that memory works while they compute. Measured on an AMD EPYC (Zen 4), same process, the time with
+over the time without: paged 0.66-0.79, contiguous 0.65-0.77, at one thread and two (``benchmarks/prefetch_ab.py``,
 ``benchmarks/RESULTS.md``). Asked into L1 instead, an earlier form of them took 0.93-0.96 (likely because L1
 has fewer slots than L2 for misses in flight). On the Ice Lake Xeon of earlier runs, similar prefetches into
 L1 gained nothing steady; these have not run there. The kernel of
-2026-12-01 asked into L1 for rows one step ahead (``benchmarks/kernel_pieces.py`` rebuilds it with
-:func:`prefetch_row`). A prefetch never faults and never changes a result, only when memory arrives.
+2026-12-01 asked into L1 for rows one step ahead (``benchmarks/kernel_pieces.py`` rebuilds it). A prefetch
+never faults and never changes a result, only when memory arrives.
 
 Compiled code only; importing this module imports numba and llvmlite.
 """
@@ -28,10 +28,10 @@ LINE_BYTES = 64
 PREFETCH_TOKENS = 16
 """How many tokens ahead of the ones they read the fused programs ask for rows (0: none). 4, 8, 12 and 16
 measured alike (within 5% of each other, same process); 32 slower (0.77 of the time without against 0.72 at
-16, lesson 03's batch, one thread): lines then wait in L2 long enough to be evicted before use."""
+16, lesson 03's batch, one thread), likely because lines then wait in L2 long enough to be evicted first."""
 
 
-def _prefetch_intrinsic(locality: int):
+def prefetch_intrinsic(locality: int):
     """A numba intrinsic ``f(address)``: ``llvm.prefetch`` of the byte at ``address`` (an int), for reading,
     ``locality`` 3 (keep in every cache level, x86's ``prefetcht0``) down to 1 (``prefetcht2``)."""
     @numba.extending.intrinsic
@@ -47,8 +47,7 @@ def _prefetch_intrinsic(locality: int):
     return prefetch
 
 
-_prefetch = _prefetch_intrinsic(3)
-_prefetch_l2 = _prefetch_intrinsic(2)
+_prefetch_l2 = prefetch_intrinsic(2)
 
 
 @njit(inline="always")
@@ -56,11 +55,3 @@ def prefetch_to_l2(address, num_bytes):
     """Ask for ``num_bytes`` from ``address`` (an int), line by line, into L2 (x86's ``prefetcht1``)."""
     for offset in range(0, num_bytes, LINE_BYTES):
         _prefetch_l2(address + offset)
-
-
-@njit(inline="always")
-def prefetch_row(cache, block, slot, num_bytes):
-    """Ask for the first ``num_bytes`` of token ``slot``'s row in physical ``block`` of ``cache``, line by line, into L1."""
-    row = cache.ctypes.data + block * cache.strides[0] + slot * cache.strides[1]
-    for offset in range(0, num_bytes, LINE_BYTES):
-        _prefetch(row + offset)

@@ -145,10 +145,10 @@ def test_each_pass_asks_for_each_heads_part_of_the_rows_ahead_once_through_the_t
         from unittest import mock
         from numba import njit
         from pagedkv_lib.attention.batch import random_paged_batch
-        from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD, numba_kernel as NK, prefetch
+        from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD, prefetch
         seen = []
         record = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)(lambda a, n: seen.append((a, n)))
-        NK.prefetch_to_l2 = njit(lambda address, num_bytes: record(address, num_bytes))
+        prefetch.prefetch_to_l2 = njit(lambda address, num_bytes: record(address, num_bytes))
         torch.set_num_threads(1)
         ahead, lens, S, H, D = prefetch.PREFETCH_TOKENS, [64, 32, 48], 16, 2, 32
 
@@ -186,7 +186,7 @@ def assert_the_compiled_check_agrees(fd, q, cache, tables, seq_lens, given_table
     """``tables_fit`` accepts (int64 ``tables``) exactly what ``check_decode_inputs`` accepts, and
     ``_checked_tables`` on ``given_tables`` returns what that check returns or raises its error."""
     from pagedkv_lib.attention.validation import check_decode_inputs
-    from pagedkv_lib.kernels.numba_kernel import tables_fit
+    from pagedkv_lib.kernels.table_bounds import tables_fit
 
     def checked(block_tables):
         try:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .numba_kernel import _ask, _put4
+from .numba_kernel import _put4
+from .prefetch import ask_for_head_part
 from .softmax_step import _FASTMATH, _online_softmax
 
 
@@ -69,7 +70,7 @@ def _scores_rows(qs, keys, first, T, t0, t1, ahead, p):
         r, i = first + t, t - t0
         later = _rows_ahead(keys, first, T, t + ahead, ahead)
         for h in range(num_kv_heads):
-            _ask(later, keys, h)
+            ask_for_head_part(later, keys, h)
             g0 = h * group                                        # the G query heads of KV head h
             g = 0
             while g + 4 <= group:                                 # a: token t, b: + 1, c, e (d indexes); 0-3: heads
@@ -144,7 +145,7 @@ def _add_value_rows(p, values, first, T, t0, t1, ahead, acc):
         rb, rc, rd = ra + min(1, width - 1), ra + min(2, width - 1), ra + min(3, width - 1)
         later = _rows_ahead(values, first, T, t + ahead, ahead if width == 4 else 0)
         for h in range(num_kv_heads):
-            _ask(later, values, h)
+            ask_for_head_part(later, values, h)
             g0 = h * group
             g = 0
             while g + 4 <= group:

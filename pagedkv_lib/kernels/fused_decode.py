@@ -31,7 +31,7 @@ This module is the checked entry, the launch and the fallback; the compiled prog
   contiguous one, so the kernel has one compiled version per cache dtype. numba has no float16:
   fp16 and bf16 caches are passed as their 16-bit patterns with a table of their fp32 values.
 * No bounds checks inside the kernel: :func:`paged_decode_numba` checks every argument first, the tables'
-  bounds by one compiled pass (:func:`.numba_kernel.tables_fit`) where they are int64 tensors already.
+  bounds by one compiled pass (:func:`.table_bounds.tables_fit`) where they are int64 tensors already.
 """
 from __future__ import annotations
 
@@ -120,10 +120,10 @@ def _checked_tables(q, k_cache, v_cache, block_tables, seq_lens) -> tuple[torch.
     kernel ready.
 
     Where both are int64 CPU tensors of a batch's shapes, one compiled pass checks their bounds
-    (:func:`.numba_kernel.tables_fit`); anything else, or anything out of bounds, goes to
+    (:func:`.table_bounds.tables_fit`); anything else, or anything out of bounds, goes to
     :func:`~pagedkv_lib.attention.validation.check_decode_inputs`, which converts or says what is wrong.
     """
-    from .numba_kernel import tables_fit
+    from .table_bounds import tables_fit
     if (all(isinstance(t, torch.Tensor) and t.dtype == torch.int64 and t.device.type == "cpu"
             and t.layout == torch.strided and t.dim() == dim for t, dim in ((block_tables, 2), (seq_lens, 1)))
             and block_tables.shape[0] == seq_lens.shape[0] == q.shape[0]

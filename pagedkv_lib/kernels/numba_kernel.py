@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .prefetch import prefetch_to_l2
+from .prefetch import ask_for_head_part
 from .softmax_step import _FASTMATH, _online_softmax
 
 
@@ -137,7 +137,7 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p):
         while slot + 4 <= n:                                      # four tokens: slot .. slot + 3
             later = _rows_ahead(k_cache, table, T, j * S + slot + ahead, ahead)
             for h in range(num_kv_heads):
-                _ask(later, k_cache, h)
+                ask_for_head_part(later, k_cache, h)
                 g0 = h * group
                 g = 0
                 while g + 4 <= group:                             # a: token slot, b: + 1, c, e (d indexes); 0-3: heads
@@ -217,23 +217,6 @@ def _row(cache, table, T, t, ahead):
     return cache.ctypes.data + table[t // S] * cache.strides[0] + (t % S) * cache.strides[1]
 
 
-@njit(inline="always")
-def _ask(rows, cache, h):
-    """Ask for KV head ``h``'s part of each of ``rows`` (addresses of rows of ``cache``; 0: none) into L2
-    (:mod:`.prefetch`): its D values, found the same way in a paged ``[num_blocks, S, H_kv, D]`` cache and in
-    packed ``[N, H_kv, D]`` rows (:func:`_head_part`)."""
-    offset, num_bytes = _head_part(cache, h)
-    for row in rows:
-        if row != 0:
-            prefetch_to_l2(row + offset, num_bytes)
-
-
-@njit(inline="always")
-def _head_part(cache, h):
-    """``(offset, bytes)`` of KV head ``h``'s D values within a row of ``cache`` (heads next to last, D last)."""
-    return h * cache.strides[cache.ndim - 2], cache.shape[cache.ndim - 1] * cache.itemsize
-
-
 @njit(fastmath=_FASTMATH, inline="always")
 def _put4(p, row, col, x0, x1, x2, x3):
     """``p[row, col .. col + 3] = x0 .. x3``: one query head's scores of four tokens."""
@@ -262,7 +245,7 @@ def _add_values(p, v_cache, table, T, j0, j1, upcast, ahead, acc):
             c = t + slot
             later = _rows_ahead(v_cache, table, T, j * S + slot + ahead, ahead)
             for h in range(num_kv_heads):
-                _ask(later, v_cache, h)
+                ask_for_head_part(later, v_cache, h)
                 g0 = h * group
                 g = 0
                 while g + 4 <= group:
@@ -336,23 +319,3 @@ def _add_values(p, v_cache, table, T, j0, j1, upcast, ahead, acc):
                         acc[g0 + g, d] += w * _value(v_cache, block, slot, h, d, upcast)
                     g += 1
         t += n
-
-
-@njit(nogil=True, cache=True)
-def tables_fit(block_tables, seq_lens, num_blocks, block_size):
-    """True when every program may run unchecked: each length is at least 1 token and fits its table row
-    (``T <= max_blocks * S``), and each of its first ``ceil(T / S)`` entries names a block in ``[0, num_blocks)``.
-
-    The bounds half of :func:`pagedkv_lib.attention.validation.check_decode_inputs` in one compiled pass, for
-    int64 ``block_tables [B, max_blocks]`` and ``seq_lens [B]``; where it is False, that check says why. About
-    20 small torch calls there, one call here (``benchmarks/RESULTS.md``); equal by test.
-    """
-    capacity = block_tables.shape[1] * block_size
-    for b in range(seq_lens.shape[0]):
-        T = seq_lens[b]
-        if T < 1 or T > capacity:
-            return False
-        for j in range((T + block_size - 1) // block_size):
-            if block_tables[b, j] < 0 or block_tables[b, j] >= num_blocks:
-                return False
-    return True

@@ -5,7 +5,7 @@ own prefetcher, which follows steady strides within a 4 KiB page, cannot guess w
 heads x 128 x fp32 each token's row is one such page: the prefetcher would start over on every row.
 
 The fused programs (:mod:`.numba_kernel` and its contiguous twin) ask for each KV head's part of
-the rows :data:`PREFETCH_TOKENS` tokens ahead of the four they are reading (:func:`prefetch_to_l2`),
+the rows :data:`PREFETCH_TOKENS` tokens ahead of the four they are reading (:func:`ask_for_head_part`),
 so that memory works while they compute. Measured on an AMD EPYC (Zen 4), same process, the time with
 over the time without: paged 0.66-0.79, contiguous 0.65-0.77, at one thread and two (``benchmarks/prefetch_ab.py``,
 ``benchmarks/RESULTS.md``). Asked into L1 instead, an earlier form of them took 0.93-0.96 (likely because L1
@@ -55,3 +55,20 @@ def prefetch_to_l2(address, num_bytes):
     """Ask for ``num_bytes`` from ``address`` (an int), line by line, into L2 (x86's ``prefetcht1``)."""
     for offset in range(0, num_bytes, LINE_BYTES):
         _prefetch_l2(address + offset)
+
+
+@njit(inline="always")
+def ask_for_head_part(rows, cache, h):
+    """Ask for KV head ``h``'s part of each of ``rows`` (addresses of rows of ``cache``; 0: none) into L2: its D
+    values, found the same way in a paged ``[num_blocks, S, H_kv, D]`` cache and in packed ``[N, H_kv, D]`` rows
+    (:func:`head_part`)."""
+    offset, num_bytes = head_part(cache, h)
+    for row in rows:
+        if row != 0:
+            prefetch_to_l2(row + offset, num_bytes)
+
+
+@njit(inline="always")
+def head_part(cache, h):
+    """``(offset, bytes)`` of KV head ``h``'s D values within a row of ``cache`` (heads next to last, D last)."""
+    return h * cache.strides[cache.ndim - 2], cache.shape[cache.ndim - 1] * cache.itemsize

@@ -4,9 +4,9 @@ It is :func:`.numba_kernel.decode_request` with one change: where that program f
 through the block table (row ``t % S`` of block ``table[t // S]``), this one finds it at row
 ``starts[b] + t`` of one packed ``[sum(T), H_kv, D]`` array, request after request. Same steps of
 ``step_tokens`` tokens, same online softmax (:func:`.softmax_step._online_softmax` itself), same
-passes (four tokens and four query heads per pass over K rows and over V rows), the same requests for
-rows ``ahead`` tokens later (:mod:`.prefetch`), same fp32 maths: timing the two side by side on the same
-bytes shows what the table's indirection costs alone.
+passes (four tokens and four query heads per pass over K rows, two rows per loop, and over V rows), the same
+requests for rows ``ahead`` tokens later (:mod:`.prefetch`), same fp32 maths: timing the two side by side on
+the same bytes shows what the table's indirection costs alone.
 
 fp32 only, no bounds checks: :func:`.contiguous_decode.contiguous_decode_numba` checks first.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .numba_kernel import _put4
+from .numba_kernel import _put2
 from .prefetch import ask_for_head_part
 from .softmax_step import _FASTMATH, _online_softmax
 
@@ -62,7 +62,8 @@ def _row(rows, first, T, t, ahead):
 
 @njit(cache=True, fastmath=_FASTMATH)
 def _scores_rows(qs, keys, first, T, t0, t1, ahead, p):
-    """``p[:, t - t0] = qs . k_t`` for tokens ``t0 .. t1 - 1`` of ``T``, four tokens and four query heads per pass."""
+    """``p[:, t - t0] = qs . k_t`` for tokens ``t0 .. t1 - 1`` of ``T``: four tokens and four query heads per pass,
+    two tokens per loop (as :func:`.numba_kernel._scores`)."""
     num_kv_heads, head_dim = keys.shape[1], keys.shape[2]
     group = qs.shape[0] // num_kv_heads
     t = t0
@@ -73,26 +74,21 @@ def _scores_rows(qs, keys, first, T, t0, t1, ahead, p):
             ask_for_head_part(later, keys, h)
             g0 = h * group                                        # the G query heads of KV head h
             g = 0
-            while g + 4 <= group:                                 # a: token t, b: + 1, c, e (d indexes); 0-3: heads
-                zero = np.float32(0.0)
-                a0, a1, a2, a3 = zero, zero, zero, zero
-                b0, b1, b2, b3 = zero, zero, zero, zero
-                c0, c1, c2, c3 = zero, zero, zero, zero
-                e0, e1, e2, e3 = zero, zero, zero, zero
-                for d in range(head_dim):
-                    ka = keys[r, h, d]
-                    kb = keys[r + 1, h, d]
-                    kc = keys[r + 2, h, d]
-                    ke = keys[r + 3, h, d]
-                    q0, q1, q2, q3 = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
-                    a0, a1, a2, a3 = a0 + q0 * ka, a1 + q1 * ka, a2 + q2 * ka, a3 + q3 * ka
-                    b0, b1, b2, b3 = b0 + q0 * kb, b1 + q1 * kb, b2 + q2 * kb, b3 + q3 * kb
-                    c0, c1, c2, c3 = c0 + q0 * kc, c1 + q1 * kc, c2 + q2 * kc, c3 + q3 * kc
-                    e0, e1, e2, e3 = e0 + q0 * ke, e1 + q1 * ke, e2 + q2 * ke, e3 + q3 * ke
-                _put4(p, g0 + g, i, a0, b0, c0, e0)
-                _put4(p, g0 + g + 1, i, a1, b1, c1, e1)
-                _put4(p, g0 + g + 2, i, a2, b2, c2, e2)
-                _put4(p, g0 + g + 3, i, a3, b3, c3, e3)
+            while g + 4 <= group:
+                for pair in range(0, 4, 2):                       # a: token t + pair, b: + 1 (d indexes); 0-3: heads
+                    zero = np.float32(0.0)
+                    a0, a1, a2, a3 = zero, zero, zero, zero
+                    b0, b1, b2, b3 = zero, zero, zero, zero
+                    for d in range(head_dim):
+                        ka = keys[r + pair, h, d]
+                        kb = keys[r + pair + 1, h, d]
+                        q0, q1, q2, q3 = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
+                        a0, a1, a2, a3 = a0 + q0 * ka, a1 + q1 * ka, a2 + q2 * ka, a3 + q3 * ka
+                        b0, b1, b2, b3 = b0 + q0 * kb, b1 + q1 * kb, b2 + q2 * kb, b3 + q3 * kb
+                    _put2(p, g0 + g, i + pair, a0, b0)
+                    _put2(p, g0 + g + 1, i + pair, a1, b1)
+                    _put2(p, g0 + g + 2, i + pair, a2, b2)
+                    _put2(p, g0 + g + 3, i + pair, a3, b3)
                 g += 4
             while g < group:
                 for u in range(4):

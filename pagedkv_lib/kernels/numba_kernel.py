@@ -9,9 +9,10 @@ The program keeps the Triton kernel's shape: a loop over the request's blocks th
 table and an online softmax (``m``, ``l``, ``acc``), every K/V row read where it lies in the cache.
 What makes it fast on a CPU (each kept for a same-process A/B, ``benchmarks/RESULTS.md``, issue 39):
 
-* the G query heads of a KV head go four at a time through its part of four K rows (four dot products
-  per load of a key, four per load of a query value; four rows stream in at once) and of four V rows
-  (four accumulator rows per load of a value, one load and store of ``acc`` per four tokens);
+* the G query heads of a KV head go four at a time through its part of four K rows, two rows per loop
+  (four dot products per load of a key, two per load of a query value: eight running sums, which fit in
+  AVX2's 16 vector registers, where sixteen had spilled to the stack), and of four V rows (four
+  accumulator rows per load of a value, one load and store of ``acc`` per four tokens);
 * ``exp`` by a polynomial that LLVM vectorises (:func:`.softmax_step._exp_shifted`), not one libm call per score;
 * no array views of the shared caches in the loops (a view's reference count is an atomic that
   every thread shares);
@@ -122,10 +123,13 @@ def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast
 def _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p):
     """``p[:, t] = qs . k_t`` for the tokens ``t`` of blocks ``j0 .. j1 - 1``; returns their count (>= 1).
 
-    Four tokens and four query heads per pass through a KV head's part of four K rows: one load of
-    each key value serves four dot products, one load of each query value four, and four rows
-    stream in at once (faster than two from memory, ``benchmarks/RESULTS.md``); meanwhile the same
-    part of the rows ``ahead`` tokens later is asked for (:func:`_rows_ahead`).
+    Four tokens and four query heads per pass through a KV head's part of four K rows (four rows
+    stream in at once: faster than two from memory, ``benchmarks/RESULTS.md``), as two loops over
+    two rows each: one load of each key value serves four dot products, one load of each query value
+    two. Eight running sums stay in registers; one loop over all four rows needed sixteen, and on a
+    CPU with 16 vector registers (AVX2) kept some on the stack, where its speed then depended on the
+    stack's offset in its page: in some processes it took 1.3-1.4x as long (``benchmarks/stack_offset.py``).
+    Meanwhile the same part of the rows ``ahead`` tokens later is asked for (:func:`_rows_ahead`).
     """
     S, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
     group = qs.shape[0] // num_kv_heads
@@ -140,26 +144,21 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p):
                 ask_for_head_part(later, k_cache, h)
                 g0 = h * group
                 g = 0
-                while g + 4 <= group:                             # a: token slot, b: + 1, c, e (d indexes); 0-3: heads
-                    zero = np.float32(0.0)
-                    a0, a1, a2, a3 = zero, zero, zero, zero
-                    b0, b1, b2, b3 = zero, zero, zero, zero
-                    c0, c1, c2, c3 = zero, zero, zero, zero
-                    e0, e1, e2, e3 = zero, zero, zero, zero
-                    for d in range(head_dim):
-                        ka = _value(k_cache, block, slot, h, d, upcast)
-                        kb = _value(k_cache, block, slot + 1, h, d, upcast)
-                        kc = _value(k_cache, block, slot + 2, h, d, upcast)
-                        ke = _value(k_cache, block, slot + 3, h, d, upcast)
-                        q0, q1, q2, q3 = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
-                        a0, a1, a2, a3 = a0 + q0 * ka, a1 + q1 * ka, a2 + q2 * ka, a3 + q3 * ka
-                        b0, b1, b2, b3 = b0 + q0 * kb, b1 + q1 * kb, b2 + q2 * kb, b3 + q3 * kb
-                        c0, c1, c2, c3 = c0 + q0 * kc, c1 + q1 * kc, c2 + q2 * kc, c3 + q3 * kc
-                        e0, e1, e2, e3 = e0 + q0 * ke, e1 + q1 * ke, e2 + q2 * ke, e3 + q3 * ke
-                    _put4(p, g0 + g, t + slot, a0, b0, c0, e0)
-                    _put4(p, g0 + g + 1, t + slot, a1, b1, c1, e1)
-                    _put4(p, g0 + g + 2, t + slot, a2, b2, c2, e2)
-                    _put4(p, g0 + g + 3, t + slot, a3, b3, c3, e3)
+                while g + 4 <= group:
+                    for pair in range(slot, slot + 4, 2):         # a: token pair, b: pair + 1 (d indexes); 0-3: heads
+                        zero = np.float32(0.0)
+                        a0, a1, a2, a3 = zero, zero, zero, zero
+                        b0, b1, b2, b3 = zero, zero, zero, zero
+                        for d in range(head_dim):
+                            ka = _value(k_cache, block, pair, h, d, upcast)
+                            kb = _value(k_cache, block, pair + 1, h, d, upcast)
+                            q0, q1, q2, q3 = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
+                            a0, a1, a2, a3 = a0 + q0 * ka, a1 + q1 * ka, a2 + q2 * ka, a3 + q3 * ka
+                            b0, b1, b2, b3 = b0 + q0 * kb, b1 + q1 * kb, b2 + q2 * kb, b3 + q3 * kb
+                        _put2(p, g0 + g, t + pair, a0, b0)
+                        _put2(p, g0 + g + 1, t + pair, a1, b1)
+                        _put2(p, g0 + g + 2, t + pair, a2, b2)
+                        _put2(p, g0 + g + 3, t + pair, a3, b3)
                     g += 4
                 while g < group:
                     for u in range(4):
@@ -218,12 +217,10 @@ def _row(cache, table, T, t, ahead):
 
 
 @njit(fastmath=_FASTMATH, inline="always")
-def _put4(p, row, col, x0, x1, x2, x3):
-    """``p[row, col .. col + 3] = x0 .. x3``: one query head's scores of four tokens."""
+def _put2(p, row, col, x0, x1):
+    """``p[row, col], p[row, col + 1] = x0, x1``: one query head's scores of two tokens."""
     p[row, col] = x0
     p[row, col + 1] = x1
-    p[row, col + 2] = x2
-    p[row, col + 3] = x3
 
 
 @njit(cache=True, fastmath=_FASTMATH)

@@ -60,8 +60,8 @@ def test_opening_lines_cut_a_kernel_loop_where_it_finds_its_rows_and_say_what_fo
     paged = opening_lines(NK._scores.py_func, "kb = ", "and so on")
     twin = opening_lines(CK._scores_rows.py_func, "kb = ", "and so on")
     assert paged.startswith("def _scores(") and twin.startswith("def _scores_rows(")
-    assert "block = table[j]" in paged and "_value(k_cache, block, slot + 1" in paged
-    assert "keys[r + 1, h, d]" in twin and "table" not in twin
+    assert "block = table[j]" in paged and "_value(k_cache, block, slot + u + 1" in paged
+    assert "keys[r + u + 1, h, d]" in twin and "table" not in twin
     for shown, whole in ((paged, NK._scores.py_func), (twin, CK._scores_rows.py_func)):
         assert '"""' not in shown and shown.rstrip().endswith("...   # and so on")
         body = shown.splitlines()[1:-1]

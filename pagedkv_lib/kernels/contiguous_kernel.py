@@ -75,20 +75,20 @@ def _scores_rows(qs, keys, first, T, t0, t1, ahead, p):
             g0 = h * group                                        # the G query heads of KV head h
             g = 0
             while g + 4 <= group:
-                for pair in range(0, 4, 2):                       # a: token t + pair, b: + 1 (d indexes); 0-3: heads
+                for u in range(0, 4, 2):                          # a: token t + u, b: + 1 (d indexes); 0-3: heads
                     zero = np.float32(0.0)
                     a0, a1, a2, a3 = zero, zero, zero, zero
                     b0, b1, b2, b3 = zero, zero, zero, zero
                     for d in range(head_dim):
-                        ka = keys[r + pair, h, d]
-                        kb = keys[r + pair + 1, h, d]
+                        ka = keys[r + u, h, d]
+                        kb = keys[r + u + 1, h, d]
                         q0, q1, q2, q3 = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
                         a0, a1, a2, a3 = a0 + q0 * ka, a1 + q1 * ka, a2 + q2 * ka, a3 + q3 * ka
                         b0, b1, b2, b3 = b0 + q0 * kb, b1 + q1 * kb, b2 + q2 * kb, b3 + q3 * kb
-                    _put2(p, g0 + g, i + pair, a0, b0)
-                    _put2(p, g0 + g + 1, i + pair, a1, b1)
-                    _put2(p, g0 + g + 2, i + pair, a2, b2)
-                    _put2(p, g0 + g + 3, i + pair, a3, b3)
+                    _put2(p, g0 + g, i + u, a0, b0)
+                    _put2(p, g0 + g + 1, i + u, a1, b1)
+                    _put2(p, g0 + g + 2, i + u, a2, b2)
+                    _put2(p, g0 + g + 3, i + u, a3, b3)
                 g += 4
             while g < group:
                 for u in range(4):

@@ -63,9 +63,9 @@ def measure_gpu_decode_speed(lens, *, num_kv_heads: int = 8, group: int = 4, hea
     """Time one decode step of a batch with ``lens`` tokens per request, every row of :data:`GPU_ROWS`, on ``device``.
 
     ``dtype`` is the caches' and q's (fp16: every GPU has it). Every attention row is first checked to agree
-    with fp32 SDPA per request within :data:`~pagedkv_lib.attention.spec.TOLERANCES` for ``dtype``. ``device="cpu"`` runs the
-    Triton rows in Triton's interpreter (``TRITON_INTERPRET=1`` set before triton was imported): correct and
-    very slow, for tests of this function without a GPU.
+    with fp32 SDPA per request within :data:`~pagedkv_lib.attention.spec.TOLERANCES` for ``dtype``.
+    ``device="cpu"`` runs the Triton rows in Triton's interpreter (``TRITON_INTERPRET=1`` set before triton
+    was imported): correct and very slow, for tests of this function without a GPU.
     """
     from ..attention import triton_decode as TD, triton_split_decode as TS   # needs Triton
     batch = random_paged_batch(lens, block_size=block_size, num_kv_heads=num_kv_heads, group=group,

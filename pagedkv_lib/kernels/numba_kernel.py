@@ -11,8 +11,8 @@ What makes it fast on a CPU (each kept for a same-process A/B, ``benchmarks/RESU
 
 * the G query heads of a KV head go four at a time through its part of four K rows, two rows per loop
   (four dot products per load of a key, two per load of a query value: eight running sums, which fit in
-  AVX2's 16 vector registers, where sixteen had spilled to the stack), and of four V rows (four
-  accumulator rows per load of a value, one load and store of ``acc`` per four tokens);
+  AVX2's 16 vector registers, where sixteen spilled to the stack; :func:`_scores`), and of four V rows
+  (four accumulator rows per load of a value, one load and store of ``acc`` per four tokens);
 * ``exp`` by a polynomial that LLVM vectorises (:func:`.softmax_step._exp_shifted`), not one libm call per score;
 * no array views of the shared caches in the loops (a view's reference count is an atomic that
   every thread shares);
@@ -123,13 +123,15 @@ def decode_request(b, q, k_cache, v_cache, block_tables, seq_lens, scale, upcast
 def _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p):
     """``p[:, t] = qs . k_t`` for the tokens ``t`` of blocks ``j0 .. j1 - 1``; returns their count (>= 1).
 
-    Four tokens and four query heads per pass through a KV head's part of four K rows (four rows
-    stream in at once: faster than two from memory, ``benchmarks/RESULTS.md``), as two loops over
-    two rows each: one load of each key value serves four dot products, one load of each query value
-    two. Eight running sums stay in registers; one loop over all four rows needed sixteen, and on a
-    CPU with 16 vector registers (AVX2) kept some on the stack, where its speed then depended on the
-    stack's offset in its page: in some processes it took 1.3-1.4x as long (``benchmarks/stack_offset.py``).
-    Meanwhile the same part of the rows ``ahead`` tokens later is asked for (:func:`_rows_ahead`).
+    Four tokens and four query heads per pass through a KV head's part of four K rows (passes of four
+    rows were faster from memory than passes of two, ``benchmarks/RESULTS.md``), as two loops over two
+    rows each: one load of each key value serves four dot products, one load of each query value two.
+    Eight running sums stay in registers. One loop over all four rows needed sixteen, and on a CPU with
+    16 vector registers (AVX2, Zen 3) LLVM kept six on the stack; that loop was 3% slower, and over 1.2x
+    slower at six of the 256 offsets that the stack can take in its page, one drawn at random per process
+    (``benchmarks/stack_offset.py``). With 32 registers (AVX-512) it did not spill; the two loops have not
+    been timed there. Meanwhile the same part of the rows ``ahead`` tokens later is asked for
+    (:func:`_rows_ahead`).
     """
     S, num_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[2], k_cache.shape[3]
     group = qs.shape[0] // num_kv_heads
@@ -145,20 +147,20 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p):
                 g0 = h * group
                 g = 0
                 while g + 4 <= group:
-                    for pair in range(slot, slot + 4, 2):         # a: token pair, b: pair + 1 (d indexes); 0-3: heads
+                    for u in range(0, 4, 2):                      # a: token slot + u, b: + 1 (d indexes); 0-3: heads
                         zero = np.float32(0.0)
                         a0, a1, a2, a3 = zero, zero, zero, zero
                         b0, b1, b2, b3 = zero, zero, zero, zero
                         for d in range(head_dim):
-                            ka = _value(k_cache, block, pair, h, d, upcast)
-                            kb = _value(k_cache, block, pair + 1, h, d, upcast)
+                            ka = _value(k_cache, block, slot + u, h, d, upcast)
+                            kb = _value(k_cache, block, slot + u + 1, h, d, upcast)
                             q0, q1, q2, q3 = qs[g0 + g, d], qs[g0 + g + 1, d], qs[g0 + g + 2, d], qs[g0 + g + 3, d]
                             a0, a1, a2, a3 = a0 + q0 * ka, a1 + q1 * ka, a2 + q2 * ka, a3 + q3 * ka
                             b0, b1, b2, b3 = b0 + q0 * kb, b1 + q1 * kb, b2 + q2 * kb, b3 + q3 * kb
-                        _put2(p, g0 + g, t + pair, a0, b0)
-                        _put2(p, g0 + g + 1, t + pair, a1, b1)
-                        _put2(p, g0 + g + 2, t + pair, a2, b2)
-                        _put2(p, g0 + g + 3, t + pair, a3, b3)
+                        _put2(p, g0 + g, t + slot + u, a0, b0)
+                        _put2(p, g0 + g + 1, t + slot + u, a1, b1)
+                        _put2(p, g0 + g + 2, t + slot + u, a2, b2)
+                        _put2(p, g0 + g + 3, t + slot + u, a3, b3)
                     g += 4
                 while g < group:
                     for u in range(4):

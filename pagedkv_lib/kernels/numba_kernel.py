@@ -127,7 +127,7 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p):
     rows were faster from memory than passes of two, ``benchmarks/RESULTS.md``), as two loops over two
     rows each: one load of each key value serves four dot products, one load of each query value two.
     Eight running sums stay in registers. One loop over all four rows needed sixteen, and on a CPU with
-    16 vector registers (AVX2, Zen 3) LLVM kept six on the stack; that loop was 3% slower, and over 1.2x
+    16 vector registers (AVX2, Zen 3) LLVM kept six on the stack; that loop was 3-5% slower, and over 1.2x
     slower at six of the 256 offsets that the stack can take in its page, one drawn at random per process
     (``benchmarks/stack_offset.py``). With 32 registers (AVX-512) it did not spill; the two loops have not
     been timed there. Meanwhile the same part of the rows ``ahead`` tokens later is asked for

@@ -192,11 +192,11 @@ def main() -> None:
                   np.float32(q.shape[-1] ** -0.5), max(1, FD.STEP_TOKENS // 16), PREFETCH_TOKENS)
         first = {key: batch_at(0, program, *arrays, outs[key]) for key, program in programs.items()}
         assert np.allclose(outs["now"], outs["before"], rtol=1e-5, atol=1e-6), "the two programs disagree"
+        between, targets = quiet_read(2 * k_cache.numel() * 4), range(0, 4096, args.step)
         passes = []                                               # per pass: program -> offset -> seconds
         for order in range(args.passes):                          # every other pass from the last offset down
-            targets = range(0, 4096, args.step)
             passes.append(sweep(programs, arrays, outs, first, targets[::-1] if order % 2 else targets,
-                                args.repeats, quiet_read(2 * k_cache.numel() * 4)))
+                                args.repeats, between))
         print(f"\n### {name}: B={len(lens)}, {sum(lens):,} tokens, {len(passes[0]['now'])} offsets, "
               f"{args.passes} passes; load average now {os.getloadavg()[0]:.2f}")
         print(f"| program | median ms over offsets and passes | offsets over {SLOW}x the median in every pass | "

@@ -7,12 +7,21 @@ new connection at once), and CI's ``make test`` on 2026-12-06, where lesson 04 w
 ``timeout`` ran out (600 s) found it. Here every wait on the shell channel is cut into polls of at most
 :data:`POLL_SLICE_S`, each of which checks the socket again, so a missed wake-up costs a second, not the
 cell's whole timeout; a reply that never comes still times out when ``timeout`` says.
+
+Each kernel listens on Unix sockets in a folder of its own (:class:`UnixSocketKernel`), not on TCP ports.
+jupyter_client chooses a TCP port by binding port 0 and closing it; the kernel binds the port a moment later,
+and in between another process may take it. With two test workers starting kernels, CI's ``make test`` lost
+one lesson run that way on 2026-12-07 ("Address already in use", "Kernel died before replying to kernel_info").
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from queue import Empty
+
+from jupyter_client.manager import AsyncKernelManager
 
 POLL_SLICE_S = 1.0
 """Longest single wait on the kernel's shell channel, in seconds."""
@@ -33,9 +42,31 @@ def in_slices(get_msg, slice_s: float = POLL_SLICE_S):
     return get_msg_in_slices
 
 
+class UnixSocketKernel(AsyncKernelManager):
+    """A kernel manager whose kernel's five sockets are Unix sockets in a fresh private folder, removed with
+    the kernel: no port to choose, so none another process can take first."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.sockets = Path(tempfile.mkdtemp(prefix="pkv-kernel-"))   # mode 700, a short path (sockets' limit)
+        self.transport = "ipc"
+        self.ip = str(self.sockets / "ipc")                            # the sockets are ipc-1, ipc-2, ...
+        self.connection_file = str(self.sockets / "kernel.json")
+
+    async def cleanup_resources(self, restart: bool = False) -> None:
+        """What nbclient calls after a shutdown (``AsyncKernelManager`` binds it to the base class's code)."""
+        await self._async_cleanup_resources(restart=restart)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart:
+            shutil.rmtree(self.sockets, ignore_errors=True)
+
+
 def notebook_client(nb, path: Path, timeout: int = 600):
     """nbclient's ``NotebookClient`` for notebook ``nb`` (read from ``path``, run in its folder) with a
-    per-cell ``timeout`` in seconds, its shell channel read :func:`in_slices`."""
+    per-cell ``timeout`` in seconds, its kernel a :class:`UnixSocketKernel`, its shell channel read
+    :func:`in_slices`."""
     from nbclient import NotebookClient  # imported here: most test files never run a notebook
 
     class SlicedPolls(NotebookClient):
@@ -44,4 +75,5 @@ def notebook_client(nb, path: Path, timeout: int = 600):
             kc.shell_channel.get_msg = in_slices(kc.shell_channel.get_msg)
             return kc
 
-    return SlicedPolls(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    return SlicedPolls(nb, timeout=timeout, kernel_name="python3", kernel_manager_class=UnixSocketKernel,
+                       resources={"metadata": {"path": str(path.parent)}})

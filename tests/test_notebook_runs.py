@@ -1,6 +1,7 @@
 """The tests' notebook runner reads a kernel reply that its first poll did not wake for (notebook_runs)."""
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from queue import Empty
 
 import nbformat
@@ -55,7 +56,14 @@ def test_no_reply_still_times_out_and_no_timeout_waits_on():
 def test_a_notebook_runs_through_the_sliced_client(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell("import time\ntime.sleep(2.5)\nprint('slept')")]
+    nb.cells = [nbformat.v4.new_code_cell("import time\ntime.sleep(2.5)\nprint('slept')"),
+                nbformat.v4.new_code_cell("import json\nfrom ipykernel.connect import get_connection_file\n"
+                                          "info = json.load(open(get_connection_file()))\n"
+                                          "print(info['transport'], info['ip'], get_connection_file())")]
     client = notebook_client(nb, tmp_path / "x.ipynb", timeout=30)
     client.execute()
     assert nb.cells[0].outputs[0]["text"] == "slept\n"
+    transport, ip, connection_file = nb.cells[1].outputs[0]["text"].split()
+    assert transport == "ipc"   # no TCP port chosen, so none another process can take before the kernel binds it
+    assert Path(ip).parent == Path(connection_file).parent and Path(ip).parent.name.startswith("pkv-kernel-")
+    assert not Path(ip).parent.exists()   # removed with the kernel

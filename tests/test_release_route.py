@@ -27,6 +27,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -51,12 +52,14 @@ UNREACHABLE_HERE = " --index-url https://download.pytorch.org/whl/cpu"
 """The one change the test may make to the README's block, where PyTorch's index cannot be reached (this
 machine: its pip configuration serves the same CPU wheel); where it can, the block runs as written."""
 ARTIFACT = REPO / "artifacts" / "release-route.json"
+RUNNER = Path(__file__).with_name("notebook_runs.py")
+"""The tests' notebook runner, copied beside the scripts below, which import it in the learner's venv."""
 
 RUN_LESSONS = r'''
 import json, sys, time
 from pathlib import Path
 import nbformat
-from nbclient import NotebookClient
+from notebook_runs import notebook_client   # copied beside this script: a kernel on Unix sockets, polls in slices
 probe, out, first_cell = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 report = {"lessons": {}}
 for path in sorted(Path("notebooks").glob("*.ipynb")):
@@ -70,7 +73,7 @@ for path in sorted(Path("notebooks").glob("*.ipynb")):
             cells.append(nbformat.v4.new_code_cell(Path(probe).read_text()))
     nb.cells = cells
     start = time.monotonic()
-    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    notebook_client(nb, path, timeout=900).execute()
     errors = [o.get("evalue", "") for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []) if o.get("name") == "stdout")
     committed = [g for line in printed.splitlines() if line.startswith("COMMITTED ") for g in json.loads(line[10:])]
@@ -88,14 +91,15 @@ RUN_SETS = r'''
 import json, sys
 from pathlib import Path
 import nbformat
-from nbclient import NotebookClient
+from notebook_runs import notebook_client   # copied beside this script: a kernel on Unix sockets, polls in slices
 out, first_cell, paths = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
 report = {}
 for path in map(Path, paths):
     nb = nbformat.read(path, as_version=4)
     nb.cells[0].source = nb.cells[0].source.replace(first_cell[0], first_cell[1])
-    NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    client = notebook_client(nb, path, timeout=900)
+    client.allow_errors = True
+    client.execute()
     text = lambda o: o.get("text", "") + o.get("data", {}).get("text/plain", "")
     outputs = [o for c in nb.cells for o in c.get("outputs", [])]
     report[path.stem] = {"errors": [o.get("evalue", "") for o in outputs if o.get("output_type") == "error"],
@@ -209,6 +213,7 @@ def step_times(lines: list[str], trace: str, end: float) -> dict[str, float]:
 def run_lessons(python: Path, release: Path, tmp: Path, env: dict, first_cell=None) -> dict:
     (tmp / "probe.py").write_text(PROBE)
     (tmp / "run_lessons.py").write_text(RUN_LESSONS)
+    shutil.copy(RUNNER, tmp)
     out = tmp / "lessons.json"
     proc = subprocess.run([str(python), str(tmp / "run_lessons.py"), str(tmp / "probe.py"), str(out),
                            json.dumps(first_cell)], cwd=release, env=env, capture_output=True, text=True, timeout=3600)
@@ -222,6 +227,7 @@ def run_answered_sets(python: Path, release: Path, tmp: Path, env: dict, first_c
     mine = [answered(released, release / "colab-work" / released.parent.name / released.name)
             for released in sorted(release.glob("exercises/*/*.ipynb"))]
     (tmp / "run_sets.py").write_text(RUN_SETS)
+    shutil.copy(RUNNER, tmp)
     out = tmp / "sets.json"
     proc = subprocess.run([str(python), str(tmp / "run_sets.py"), str(out), json.dumps(first_cell), *map(str, mine)],
                           cwd=release, env=env, capture_output=True, text=True, timeout=3600)

@@ -258,9 +258,9 @@ def test_tied_choices_each_count_as_right_and_callable_reveals_draw_at_reveal_ti
 
 
 @pytest.mark.slow
-def test_in_a_kernel_the_gate_is_a_widget_and_commit_shows_the_reveal_under_its_cell():
+def test_in_a_kernel_the_gate_is_a_widget_and_commit_shows_the_reveal_under_its_cell(tmp_path):
     import nbformat
-    from nbclient import NotebookClient
+    from notebook_runs import notebook_client
     from pagedkv_lib.lesson.record import MIME
 
     nb = nbformat.v4.new_notebook()
@@ -274,7 +274,7 @@ def test_in_a_kernel_the_gate_is_a_widget_and_commit_shows_the_reveal_under_its_
         "W.practice('p', 'Blocks?', answer=2, canvas=True)",
         "v = W._practice_module.PRACTICES['p'].widget\nv.canvas.value = '2 blocks because of tail slack, see lesson 02'\n"
         "v.input.value = '3'\nv._on_check()\nv.input.value = '2'\nv._on_check()")]
-    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    notebook_client(nb, tmp_path / "t.ipynb", timeout=120).execute()
     outs = [c.outputs for c in nb.cells]
     gate_out = [o for o in outs[0] if o.get("data")]
     assert len(gate_out) == 1, "the figure handed to the reveal must not show at the end of the cell"

@@ -2,9 +2,12 @@
 
 ``make lab`` runs from a clean copy of the repository (tracked files plus untracked ones git does not
 ignore), on a free loopback port, with a fresh token. The server is stopped by its own process id
-when the session ends, pass or fail. The browser is Debian's chromium driven by Playwright; nothing
-here downloads a browser. Without chromium or Playwright the tests skip and say how to enable them;
-with ``CI`` set they fail instead, so CI can never pass without having looked.
+when the session ends, pass or fail. A free port is only free when it is chosen: a server that finds it
+taken exits and is started again on another (:data:`PORT_TRIES`), and its kernels listen on Unix sockets
+(:data:`SERVER_CONFIG`), as the other tests' kernels do (``tests/notebook_runs.py``). The browser is
+Debian's chromium driven by Playwright; nothing here downloads a browser. Without chromium or Playwright
+the tests skip and say how to enable them; with ``CI`` set they fail instead, so CI can never pass without
+having looked.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -31,6 +35,14 @@ WAIT_MS = 300_000
 """Ceiling of one wait on a page's state (ms). Waits end as soon as the state holds; the ceiling only says when
 to give up, and is generous: under load (two cores busy) a kernel's first output took over 60 s."""
 WAIT_S = WAIT_MS / 1000
+SERVER_CONFIG = {"ServerApp": {"port_retries": 0},     # a taken port: exit and say so, not serve on another
+                 "KernelManager": {"transport": "ipc"}}  # each kernel's sockets are files in the runtime folder
+"""What every test server reads from its own Jupyter configuration folder (the classic notebook's port
+setting is on its command line, :mod:`.classic`)."""
+PORT_TRIES = 3
+"""How many ports a server is started on before a test gives up."""
+TAKEN = "is not available"
+"""What Jupyter Server and the classic notebook print when the port they were given is taken."""
 ENABLE = ("install Debian's chromium (`sudo apt-get install chromium`) and Playwright for Python "
           "(`make setup` installs it with the `browser` extra); never `playwright install`")
 
@@ -82,6 +94,7 @@ class Server:
     token: str
     proc: subprocess.Popen
     log: Path
+    runtime: Path   # its Jupyter runtime folder: connection files and kernels' sockets, removed by :func:`stop`
 
     def url(self, path: str) -> str:
         sep = "&" if "?" in path else "?"
@@ -113,19 +126,38 @@ def start(target: str, root: Path, log: Path, timeout: float = WAIT_S) -> Server
 
 
 def launch(command, root: Path, log: Path, timeout: float = WAIT_S) -> Server:
-    """Run ``command(port)`` in ``root`` with a fresh token, in a session of its own, until it answers."""
+    """Run ``command(port)`` in ``root`` with a fresh token, in a session of its own, until it answers;
+    on a port that another process took after :func:`free_port` chose it, again on a new one."""
+    config = root / ".jupyter-user"   # the user's own Jupyter settings and saved workspaces stay out of it
+    config.mkdir(exist_ok=True)
+    for name in ("jupyter_server_config.json", "jupyter_notebook_config.json"):
+        (config / name).write_text(json.dumps(SERVER_CONFIG))
+    for _ in range(PORT_TRIES - 1):
+        server = _launch_once(command, root, log, timeout, config)
+        if server is not None:
+            return server
+    return _launch_once(command, root, log, timeout, config, last=True)
+
+
+def _launch_once(command, root: Path, log: Path, timeout: float, config: Path, last: bool = False) -> Server | None:
+    """One try of :func:`launch`: the server once it answers, or None where its port was taken (unless
+    ``last``); a server that fails otherwise raises."""
     port, token = free_port(), secrets.token_hex(16)
-    # the user's own Jupyter settings and saved workspaces (open tabs) stay out of it
-    env = dict(os.environ, JUPYTER_TOKEN=token, JUPYTER_RUNTIME_DIR=str(root / ".jupyter-runtime"),
-               JUPYTER_CONFIG_DIR=str(root / ".jupyter-user"), JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"))
+    runtime = Path(tempfile.mkdtemp(prefix="pkv-rt-"))   # short: a Unix socket's path has at most 107 bytes
+    env = dict(os.environ, JUPYTER_TOKEN=token, JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_CONFIG_DIR=str(config),
+               JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"))
     with open(log, "w") as out:
         proc = subprocess.Popen(command(port), cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    server = Server(root, port, token, proc, log)
+    server = Server(root, port, token, proc, log, runtime)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{command(port)} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            shutil.rmtree(runtime, ignore_errors=True)
+            printed = log.read_text()
+            if TAKEN in printed and not last:
+                return None
+            raise RuntimeError(f"{command(port)} exited with {proc.returncode}:\n{printed[-3000:]}")
         try:
             server.api("api/status")
             return server
@@ -150,3 +182,4 @@ def stop(server: Server) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(server.proc.pid, signal.SIGKILL)
             server.proc.wait(timeout=10)
+    shutil.rmtree(server.runtime, ignore_errors=True)

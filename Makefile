@@ -108,6 +108,7 @@ $(COLAB_STAMP): pyproject.toml constraints.txt Makefile
 test-colab: $(COLAB_STAMP)  ## the widget tests and all lessons under ipywidgets 7.7.1 (Colab's), 04_demo in the classic notebook, in .venv-colab
 	PATH="$(CURDIR)/$(COLAB_VENV)/bin:$$PATH" PAGEDKV_CLASSIC=1 $(COLAB_VENV)/bin/python -m pytest -n 2 -p no:cacheprovider \
 		tests/test_widgets.py tests/test_learner_panels.py tests/test_lab.py tests/test_colab.py tests/test_lessons_gated.py \
+		tests/test_notebook_runs.py \
 		tests/browser/test_classic_notebook.py
 
 test-fast: $(STAMP)  ## library tests only (skips notebook execution and the nbgrader pipeline)

@@ -42,19 +42,33 @@ def in_slices(get_msg, slice_s: float = POLL_SLICE_S):
     return get_msg_in_slices
 
 
+SHORT_TMP = "/tmp" if Path("/tmp").is_dir() else None
+"""Where sockets' folders go: a Unix socket's path holds at most 107 bytes (103 on macOS, whose own
+temporary folder is long); None: the system's temporary folder."""
+
+
+def socket_folder(prefix: str) -> Path:
+    """A fresh folder (mode 700) with a short path, for a kernel's or a server's Unix sockets."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=SHORT_TMP))
+
+
+def unix_sockets(folder: Path) -> dict:
+    """A kernel manager's settings that put its kernel's five sockets (``ipc-1`` .. ``ipc-5``) and its
+    connection file in ``folder``, instead of TCP ports."""
+    return {"transport": "ipc", "ip": str(folder / "ipc"), "connection_file": str(folder / "kernel.json")}
+
+
 class UnixSocketKernel(AsyncKernelManager):
-    """A kernel manager whose kernel's five sockets are Unix sockets in a fresh private folder, removed with
-    the kernel: no port to choose, so none another process can take first."""
+    """A kernel manager whose kernel listens on Unix sockets in a fresh private folder (:func:`unix_sockets`),
+    removed with the kernel: no port to choose, so none another process can take first."""
 
     def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.sockets = Path(tempfile.mkdtemp(prefix="pkv-kernel-"))   # mode 700, a short path (sockets' limit)
-        self.transport = "ipc"
-        self.ip = str(self.sockets / "ipc")                            # the sockets are ipc-1, ipc-2, ...
-        self.connection_file = str(self.sockets / "kernel.json")
+        self.sockets = socket_folder("pkv-kernel-")
+        super().__init__(**kwargs, **unix_sockets(self.sockets))
 
     async def cleanup_resources(self, restart: bool = False) -> None:
-        """What nbclient calls after a shutdown (``AsyncKernelManager`` binds it to the base class's code)."""
+        """What nbclient calls after a shutdown, and jupyter_client 7's shutdown (``AsyncKernelManager`` binds
+        it to the base class's code); jupyter_client 8's shutdown calls :meth:`_async_cleanup_resources`."""
         await self._async_cleanup_resources(restart=restart)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:

@@ -8,16 +8,17 @@ handing in) the verdicts are the kernel's own: no error, and the pass marker sho
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import numbers
 import re
+import shutil
 from pathlib import Path
 
-from jupyter_client.manager import start_new_kernel
+from jupyter_client.manager import KernelManager
 
-import copy
-
+from notebook_runs import socket_folder, unix_sockets
 from pagedkv_lib.course.instructor.grading import judge
 from pagedkv_lib.course.learner.testcell import PASS_MIME, RECORD_MIME
 from pagedkv_lib.course.learner.variants import KEY_ENV
@@ -60,11 +61,21 @@ class LiveKernel:
     """A kernel started once; :meth:`grade` runs one version of a notebook in it."""
 
     def __init__(self, cwd: Path):
-        self.km, self.kc = start_new_kernel(kernel_name="python3", cwd=str(cwd))
+        self.sockets = socket_folder("pkv-kernel-")   # Unix sockets, not TCP ports (``notebook_runs.py`` says why)
+        self.km = KernelManager(kernel_name="python3", **unix_sockets(self.sockets))
+        self.km.start_kernel(cwd=str(cwd))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        try:
+            self.kc.wait_for_ready(timeout=60)
+        except RuntimeError:
+            self.close()
+            raise
 
     def close(self) -> None:
         self.kc.stop_channels()
         self.km.shutdown_kernel(now=True)
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
     def run(self, code: str, timeout_s: float = 60) -> tuple[bool, str]:
         """Run ``code``; return (passed marker seen and no error, the error's message or '')."""

@@ -67,3 +67,17 @@ def test_a_notebook_runs_through_the_sliced_client(tmp_path):
     assert transport == "ipc"   # no TCP port chosen, so none another process can take before the kernel binds it
     assert Path(ip).parent == Path(connection_file).parent and Path(ip).parent.name.startswith("pkv-kernel-")
     assert not Path(ip).parent.exists()   # removed with the kernel
+
+
+@pytest.mark.slow
+def test_a_kernel_that_dies_mid_run_leaves_no_socket_folder(tmp_path, monkeypatch):
+    import notebook_runs
+    from nbclient.exceptions import DeadKernelError
+
+    made, make = [], notebook_runs.socket_folder
+    monkeypatch.setattr(notebook_runs, "socket_folder", lambda prefix: made.append(make(prefix)) or made[-1])
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os\nos._exit(1)")]
+    with pytest.raises(DeadKernelError):
+        notebook_client(nb, tmp_path / "x.ipynb", timeout=30).execute()
+    assert len(made) == 1 and not made[0].exists()

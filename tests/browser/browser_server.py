@@ -18,13 +18,14 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from notebook_runs import socket_folder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,14 +36,16 @@ WAIT_MS = 300_000
 """Ceiling of one wait on a page's state (ms). Waits end as soon as the state holds; the ceiling only says when
 to give up, and is generous: under load (two cores busy) a kernel's first output took over 60 s."""
 WAIT_S = WAIT_MS / 1000
-SERVER_CONFIG = {"ServerApp": {"port_retries": 0},     # a taken port: exit and say so, not serve on another
-                 "KernelManager": {"transport": "ipc"}}  # each kernel's sockets are files in the runtime folder
+SERVER_CONFIG = {"ServerApp": {"port_retries": 0},   # a taken port: exit and say so, not serve on another
+                 # the kernels the servers start for notebooks (Jupyter Server's class and notebook 6's two)
+                 # put their sockets in the runtime folder; other kernel managers keep their own settings
+                 **{name: {"transport": "ipc"} for name in ("AsyncIOLoopKernelManager", "IOLoopKernelManager")}}
 """What every test server reads from its own Jupyter configuration folder (the classic notebook's port
 setting is on its command line, :mod:`.classic`)."""
 PORT_TRIES = 3
 """How many ports a server is started on before a test gives up."""
-TAKEN = "is not available"
-"""What Jupyter Server and the classic notebook print when the port they were given is taken."""
+TAKEN = "is already in use"
+"""What Jupyter Server and the classic notebook print when the port they were given is taken (and only then)."""
 ENABLE = ("install Debian's chromium (`sudo apt-get install chromium`) and Playwright for Python "
           "(`make setup` installs it with the `browser` extra); never `playwright install`")
 
@@ -126,60 +129,86 @@ def start(target: str, root: Path, log: Path, timeout: float = WAIT_S) -> Server
 
 
 def launch(command, root: Path, log: Path, timeout: float = WAIT_S) -> Server:
-    """Run ``command(port)`` in ``root`` with a fresh token, in a session of its own, until it answers;
-    on a port that another process took after :func:`free_port` chose it, again on a new one."""
+    """Run ``command(port)`` in ``root`` with a fresh token, in a session of its own, until it answers; on a
+    port that another process took after :func:`free_port` chose it, again on a new one. Each try's output
+    goes to ``log``, after a line that names the try and its port."""
     config = root / ".jupyter-user"   # the user's own Jupyter settings and saved workspaces stay out of it
     config.mkdir(exist_ok=True)
     for name in ("jupyter_server_config.json", "jupyter_notebook_config.json"):
         (config / name).write_text(json.dumps(SERVER_CONFIG))
-    for _ in range(PORT_TRIES - 1):
-        server = _launch_once(command, root, log, timeout, config)
+    log.write_text("")
+    for attempt in range(1, PORT_TRIES + 1):
+        server = _launch_once(command, root, log, timeout, config, f"try {attempt} of {PORT_TRIES}",
+                              last=attempt == PORT_TRIES)
         if server is not None:
             return server
-    return _launch_once(command, root, log, timeout, config, last=True)
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
-def _launch_once(command, root: Path, log: Path, timeout: float, config: Path, last: bool = False) -> Server | None:
+def _launch_once(command, root: Path, log: Path, timeout: float, config: Path, name: str,
+                 last: bool) -> Server | None:
     """One try of :func:`launch`: the server once it answers, or None where its port was taken (unless
-    ``last``); a server that fails otherwise raises."""
+    ``last``); a server that fails otherwise raises, stopped and its runtime folder removed."""
     port, token = free_port(), secrets.token_hex(16)
-    runtime = Path(tempfile.mkdtemp(prefix="pkv-rt-"))   # short: a Unix socket's path has at most 107 bytes
+    runtime = socket_folder("pkv-rt-")   # connection files and kernels' sockets
     env = dict(os.environ, JUPYTER_TOKEN=token, JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_CONFIG_DIR=str(config),
                JUPYTERLAB_WORKSPACES_DIR=str(root / ".workspaces"))
-    with open(log, "w") as out:
+    with open(log, "a") as out:
+        out.write(f"--- {name}: port {port}\n")
+        out.flush()
+        start = out.tell()
         proc = subprocess.Popen(command(port), cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     server = Server(root, port, token, proc, log, runtime)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            shutil.rmtree(runtime, ignore_errors=True)
-            printed = log.read_text()
-            if TAKEN in printed and not last:
-                return None
-            raise RuntimeError(f"{command(port)} exited with {proc.returncode}:\n{printed[-3000:]}")
-        try:
-            server.api("api/status")
-            return server
-        except OSError:
-            time.sleep(0.5)
-    stop(server)
-    raise RuntimeError(f"{command(port)} did not answer on port {port} within {timeout:.0f} s:\n"
-                       f"{log.read_text()[-3000:]}")
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                printed = log.read_bytes()[start:].decode(errors="replace")
+                if TAKEN in printed and not last:
+                    stop(server)
+                    return None
+                raise RuntimeError(f"{command(port)} exited with {proc.returncode}:\n{printed[-3000:]}")
+            try:
+                server.api("api/status")
+                return server
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"{command(port)} did not answer on port {port} within {timeout:.0f} s:\n"
+                           f"{log.read_bytes()[start:].decode(errors='replace')[-3000:]}")
+    except BaseException:
+        stop(server)
+        raise
 
 
 def stop(server: Server) -> None:
-    """Shut the kernels down through the API, then stop make and its server by make's own pid."""
+    """Shut the kernels down through the API, then stop make and its server by make's own pid (their process
+    group), and remove the server's runtime folder once no process of the group is left."""
     try:
-        for kernel in server.api("api/kernels"):
-            server.api(f"api/kernels/{kernel['id']}", method="DELETE")
+        if server.proc.poll() is None:   # make waits for its server: once make is gone, the API is too
+            for kernel in server.api("api/kernels"):
+                server.api(f"api/kernels/{kernel['id']}", method="DELETE")
     except OSError:
         pass
-    if server.proc.poll() is None:
-        os.killpg(server.proc.pid, signal.SIGTERM)   # the group make leads (start_new_session)
+    for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
         try:
-            server.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.proc.pid, signal.SIGKILL)
-            server.proc.wait(timeout=10)
+            os.killpg(server.proc.pid, sig)   # the group make leads (start_new_session)
+        except ProcessLookupError:
+            break
+        if _group_ends(server.proc, wait_s):
+            break
+    server.proc.wait(timeout=10)
     shutil.rmtree(server.runtime, ignore_errors=True)
+
+
+def _group_ends(proc: subprocess.Popen, wait_s: float) -> bool:
+    """True once no process is left in the group that ``proc`` leads (``proc`` reaped), within ``wait_s`` s."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        proc.poll()
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False

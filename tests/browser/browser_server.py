@@ -138,17 +138,17 @@ def launch(command, root: Path, log: Path, timeout: float = WAIT_S) -> Server:
         (config / name).write_text(json.dumps(SERVER_CONFIG))
     log.write_text("")
     for attempt in range(1, PORT_TRIES + 1):
-        server = _launch_once(command, root, log, timeout, config, f"try {attempt} of {PORT_TRIES}",
-                              last=attempt == PORT_TRIES)
+        server = _launch_once(command, root, log, timeout, config, f"try {attempt} of {PORT_TRIES}")
         if server is not None:
             return server
-    raise AssertionError("unreachable: the last try returns or raises")
+    raise RuntimeError(f"{command('N')}: each of {PORT_TRIES} ports was taken before the server bound it:\n"
+                       f"{log.read_text()[-3000:]}")
 
 
-def _launch_once(command, root: Path, log: Path, timeout: float, config: Path, name: str,
-                 last: bool) -> Server | None:
-    """One try of :func:`launch`: the server once it answers, or None where its port was taken (unless
-    ``last``); a server that fails otherwise raises, stopped and its runtime folder removed."""
+def _launch_once(command, root: Path, log: Path, timeout: float, config: Path, name: str) -> Server | None:
+    """One try of :func:`launch`: the server once it answers, or None where its port was taken; a server
+    that fails otherwise raises. Either way a server that does not answer is stopped, its runtime folder
+    removed."""
     port, token = free_port(), secrets.token_hex(16)
     runtime = socket_folder("pkv-rt-")   # connection files and kernels' sockets
     env = dict(os.environ, JUPYTER_TOKEN=token, JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_CONFIG_DIR=str(config),
@@ -160,22 +160,22 @@ def _launch_once(command, root: Path, log: Path, timeout: float, config: Path, n
         proc = subprocess.Popen(command(port), cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     server = Server(root, port, token, proc, log, runtime)
+    printed = lambda: log.read_bytes()[start:].decode(errors="replace")   # this try's output  # noqa: E731
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                printed = log.read_bytes()[start:].decode(errors="replace")
-                if TAKEN in printed and not last:
+                if TAKEN in printed():
                     stop(server)
                     return None
-                raise RuntimeError(f"{command(port)} exited with {proc.returncode}:\n{printed[-3000:]}")
+                raise RuntimeError(f"{command(port)} exited with {proc.returncode}:\n{printed()[-3000:]}")
             try:
                 server.api("api/status")
                 return server
             except OSError:
                 time.sleep(0.5)
         raise RuntimeError(f"{command(port)} did not answer on port {port} within {timeout:.0f} s:\n"
-                           f"{log.read_bytes()[start:].decode(errors='replace')[-3000:]}")
+                           f"{printed()[-3000:]}")
     except BaseException:
         stop(server)
         raise

@@ -63,9 +63,23 @@ def test_opening_lines_cut_a_kernel_loop_where_it_finds_its_rows_and_say_what_fo
     assert "block = table[j]" in paged and "_value(k_cache, block, slot + u + 1" in paged
     assert "keys[r + u + 1, h, d]" in twin and "table" not in twin
     for shown, whole in ((paged, NK._scores.py_func), (twin, CK._scores_rows.py_func)):
-        assert '"""' not in shown and shown.rstrip().endswith("...   # and so on")
-        body = shown.splitlines()[1:-1]
+        *_, dots, remark = shown.splitlines()
+        assert '"""' not in shown and dots.strip() == "..." and remark == dots.replace("...", "# and so on")
+        body = shown.splitlines()[1:-2]
         assert len(body) < len(inspect.getsource(whole).splitlines()) / 2
         assert "\n".join(body) in inspect.getsource(whole)      # the source's own lines, in order, unchanged
     with pytest.raises(ValueError, match="through='no such line'"):
         opening_lines(NK._scores.py_func, "no such line", "")
+
+
+def test_what_follows_the_opening_lines_wraps_within_the_code_area():
+    from pagedkv_lib.kernels import numba_kernel as NK
+    from pagedkv_lib.lesson.code_lesson import REMARK_COLUMNS, opening_lines
+    rest = " ".join(f"word{i}" for i in range(60))
+    shown = opening_lines(NK._scores.py_func, "kb = ", rest).splitlines()
+    dots = shown.index(next(line for line in shown if line.strip() == "..."))
+    remark = shown[dots + 1:]
+    assert len(remark) > 1 and all(len(line) <= REMARK_COLUMNS for line in remark)
+    indent = shown[dots][:shown[dots].index("...")]
+    assert all(line.startswith(indent + "# ") for line in remark)
+    assert " ".join(line.strip()[2:] for line in remark) == rest

@@ -75,7 +75,8 @@ def _scores_rows(qs, keys, first, T, t0, t1, ahead, p):
             g0 = h * group                                        # the G query heads of KV head h
             g = 0
             while g + 4 <= group:
-                for u in range(0, 4, 2):                          # a: token t + u, b: + 1 (d indexes); 0-3: heads
+                # a0-a3: token t + u, b0-b3: token t + u + 1; 0-3: the four query heads
+                for u in range(0, 4, 2):
                     zero = np.float32(0.0)
                     a0, a1, a2, a3 = zero, zero, zero, zero
                     b0, b1, b2, b3 = zero, zero, zero, zero

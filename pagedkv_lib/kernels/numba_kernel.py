@@ -147,7 +147,8 @@ def _scores(qs, k_cache, table, T, j0, j1, upcast, ahead, p):
                 g0 = h * group
                 g = 0
                 while g + 4 <= group:
-                    for u in range(0, 4, 2):                      # a: token slot + u, b: + 1 (d indexes); 0-3: heads
+                    # a0-a3: token slot + u, b0-b3: token slot + u + 1; 0-3: the four query heads
+                    for u in range(0, 4, 2):
                         zero = np.float32(0.0)
                         a0, a1, a2, a3 = zero, zero, zero, zero
                         b0, b1, b2, b3 = zero, zero, zero, zero

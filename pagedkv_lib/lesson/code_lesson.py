@@ -21,10 +21,16 @@ from ..validation import check_int
 __all__ = ["online_softmax_states", "opening_lines"]
 
 
+REMARK_COLUMNS = 96
+"""The widest a line :func:`opening_lines` adds may be (characters): JupyterLab's code area shows about 100 at
+1280 pixels; a longer one scrolls sideways."""
+
+
 def opening_lines(function, through: str, rest: str) -> str:
     """``function``'s source (a numba kernel's ``py_func`` or any Python function) without its docstring, from
-    its ``def`` line through the first line that holds ``through``, then one line saying what follows
-    (``rest``). Raises ValueError naming ``through`` when no line holds it."""
+    its ``def`` line through the first line that holds ``through``, then ``...`` and a comment saying what
+    follows (``rest``, wrapped at :data:`REMARK_COLUMNS`). Raises ValueError naming ``through`` when no line holds
+    it."""
     lines = textwrap.dedent(inspect.getsource(function)).splitlines()
     node = ast.parse("\n".join(lines)).body[0]
     first = node.body[1] if ast.get_docstring(node) is not None and len(node.body) > 1 else node.body[0]
@@ -34,7 +40,8 @@ def opening_lines(function, through: str, rest: str) -> str:
         shown.append(line)
         if through in line:
             indent = line[:len(line) - len(line.lstrip())]
-            return "\n".join(shown + [f"{indent}...   # {rest}"]) + "\n"
+            remark = textwrap.wrap(rest, max(40, REMARK_COLUMNS - len(indent) - 2))
+            return "\n".join(shown + [f"{indent}..."] + [f"{indent}# {part}" for part in remark]) + "\n"
     raise ValueError(f"through={through!r}: no line of {function.__qualname__} holds it")
 
 

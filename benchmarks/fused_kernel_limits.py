@@ -5,8 +5,8 @@ Usage: python benchmarks/fused_kernel_limits.py [--threads 1] [--repeats 15]
 In one process, interleaved round by round (:func:`pagedkv_lib.kernels.timing.time_interleaved`):
 
 * K/V in cache: the paged kernel's program (:func:`.numba_kernel.decode_request`) on one request of 256 tokens
-  (2 MiB of K/V, which stays in L2 and L3) called ``IN_CACHE_CALLS`` times in a compiled loop: its arithmetic per
-  token, with no launch and hardly a wait on memory;
+  (2 MiB of K/V, read from L2 and L3 after the first call) called ``IN_CACHE_CALLS`` times in a compiled loop: its
+  arithmetic per token, with no launch and hardly a wait on memory;
 * the contiguous twin and the paged kernel on lesson 03's batch (32 requests, lognormal lengths, 110 MB), in ns
   per token;
 * a plain numba loop that only reads the lesson batch's bytes (split between ``--threads`` threads, as the kernels
@@ -84,7 +84,7 @@ IN_CACHE_TOKENS, IN_CACHE_CALLS = 256, 200
 
 def program_in_cache():
     """A zero-argument call: the paged program on one request of ``IN_CACHE_TOKENS`` tokens, ``IN_CACHE_CALLS``
-    times in a compiled loop, so its K/V stay in cache after the first (one cold pass in 200 adds about 1%)."""
+    times in a compiled loop; only the first of them reads its K/V from memory, the others from the caches."""
     from pagedkv_lib.kernels.numba_kernel import decode_request
     from pagedkv_lib.kernels.prefetch import PREFETCH_TOKENS
 

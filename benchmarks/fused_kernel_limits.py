@@ -22,7 +22,8 @@ the script prints how much of the shorter one is hidden (at two threads, taking 
 figure halved).
 
 Between timed calls, :func:`~pagedkv_lib.kernels.timing.quiet_read` (caches and cores alike for every call).
-Every buffer is on huge pages (:func:`~pagedkv_lib.kernels.huge_pages.on_huge_pages`), as in the lesson.
+Every buffer of the lesson's batch, and the copy's, is on huge pages
+(:func:`~pagedkv_lib.kernels.huge_pages.on_huge_pages`), as in the lesson.
 
 32 query heads, 8 KV heads, head dim 128, block size 16, fp32. Needs numba.
 """
@@ -41,6 +42,11 @@ from pagedkv_lib.kernels import contiguous_decode as CD, fused_decode as FD
 from pagedkv_lib.kernels.huge_pages import on_huge_pages
 from pagedkv_lib.kernels.launch import as_array, on_threads
 from pagedkv_lib.kernels.timing import quiet_read, time_interleaved
+
+
+IN_CACHE_TOKENS, IN_CACHE_CALLS = 256, 200
+BLOCK_SIZE = 16
+STEP_BLOCKS = max(1, FD.STEP_TOKENS // BLOCK_SIZE)          # blocks per step, as the library's launch sets it
 
 
 @njit(fastmath=True, nogil=True)
@@ -79,9 +85,6 @@ def read_in_kernel_order(b, k_cache, v_cache, block_tables, seq_lens, step_block
     sums[b] = total.sum()
 
 
-IN_CACHE_TOKENS, IN_CACHE_CALLS = 256, 200
-
-
 def program_in_cache():
     """A zero-argument call: the paged program on one request of ``IN_CACHE_TOKENS`` tokens, ``IN_CACHE_CALLS``
     times in a compiled loop; only the first of them reads its K/V from memory, the others from the caches."""
@@ -93,10 +96,10 @@ def program_in_cache():
         for _ in range(n):
             decode_request(0, q, k_cache, v_cache, block_tables, seq_lens, scale, None, step_blocks, ahead, out)
 
-    b = random_paged_batch([IN_CACHE_TOKENS], block_size=16, num_kv_heads=8, group=4, head_dim=128, spare_blocks=0,
-                           seed=0)
+    b = random_paged_batch([IN_CACHE_TOKENS], block_size=BLOCK_SIZE, num_kv_heads=8, group=4, head_dim=128,
+                           spare_blocks=0, seed=0)
     args = (as_array(b.q), as_array(b.k_cache), as_array(b.v_cache), as_array(b.block_tables.to(torch.int64)),
-            as_array(b.seq_lens), np.float32(128 ** -0.5), max(1, FD.STEP_TOKENS // 16), PREFETCH_TOKENS,
+            as_array(b.seq_lens), np.float32(128 ** -0.5), STEP_BLOCKS, PREFETCH_TOKENS,
             np.empty(tuple(b.q.shape), dtype=np.float32))
     return lambda: calls(IN_CACHE_CALLS, *args)
 
@@ -104,12 +107,12 @@ def program_in_cache():
 def kernels_on(lens: list, threads: int) -> tuple:
     """``(contiguous twin, paged kernel, read in the paged kernel's order)`` as zero-argument calls on one batch of
     ``lens`` tokens, on huge pages; the read's requests go to ``threads`` threads, longest first, as the kernel's."""
-    b = random_paged_batch(lens, block_size=16, num_kv_heads=8, group=4, head_dim=128, spare_blocks=0, seed=0)
+    b = random_paged_batch(lens, block_size=BLOCK_SIZE, num_kv_heads=8, group=4, head_dim=128, spare_blocks=0, seed=0)
     k, v = on_huge_pages([CD.packed_kv(b.keys), CD.packed_kv(b.values)])
     b.k_cache, b.v_cache = on_huge_pages([b.k_cache, b.v_cache])
     seq_lens = as_array(b.seq_lens)
     read_args = (as_array(b.k_cache), as_array(b.v_cache), as_array(b.block_tables.to(torch.int64)), seq_lens,
-                 max(1, FD.STEP_TOKENS // 16), np.empty(len(lens), dtype=np.float32))
+                 STEP_BLOCKS, np.empty(len(lens), dtype=np.float32))
     longest_first = np.argsort(-seq_lens, kind="stable").tolist()
 
     def read_in_order():
@@ -137,10 +140,10 @@ def main() -> None:
                               "read in order": in_order,
                               "copy": lambda: dst.copy_(src)}, args.repeats, between=quiet_read(read))
     med = {k: statistics.median(v) for k, v in times.items()}
-    per_token = {key: med[key] / sum(lesson) * 1e9 for key in med}
+    per_token = {key: med[key] / sum(lesson) * 1e9 for key in ("lesson contiguous", "lesson paged", "read in order")}
     cached_ns = med["in cache"] / (IN_CACHE_CALLS * IN_CACHE_TOKENS) * 1e9
-    for key in ("lesson contiguous", "lesson paged", "read in order"):
-        print(f"{key}: {med[key] * 1e3:.2f} ms, {per_token[key]:.0f} ns per token")
+    for key, ns in per_token.items():
+        print(f"{key}: {med[key] * 1e3:.2f} ms, {ns:.0f} ns per token")
     compute, reading, paged = cached_ns / args.threads, per_token["read in order"], per_token["lesson paged"]
     print(f"in cache ({IN_CACHE_TOKENS} tokens, one thread): {cached_ns:.0f} ns per token, {compute:.0f} on "
           f"{args.threads} thread(s); hidden from memory: {(compute + reading - paged) / min(compute, reading):.0%} "

@@ -75,11 +75,13 @@ def test_opening_lines_cut_a_kernel_loop_where_it_finds_its_rows_and_say_what_fo
 def test_what_follows_the_opening_lines_wraps_within_the_code_area():
     from pagedkv_lib.kernels import numba_kernel as NK
     from pagedkv_lib.lesson.code_lesson import REMARK_COLUMNS, opening_lines
-    rest = " ".join(f"word{i}" for i in range(60))
+    names = ["pagedkv_lib.kernels.numba_kernel._add_values", "two-loop", "block-table"]
+    rest = " ".join(names + [f"word{i}" for i in range(60)])
     shown = opening_lines(NK._scores.py_func, "kb = ", rest).splitlines()
-    dots = shown.index(next(line for line in shown if line.strip() == "..."))
+    dots = next(i for i, line in enumerate(shown) if line.strip() == "...")
     remark = shown[dots + 1:]
     assert len(remark) > 1 and all(len(line) <= REMARK_COLUMNS for line in remark)
     indent = shown[dots][:shown[dots].index("...")]
     assert all(line.startswith(indent + "# ") for line in remark)
-    assert " ".join(line.strip()[2:] for line in remark) == rest
+    assert " ".join(line.strip()[2:] for line in remark) == rest     # every word whole, in order
+    assert opening_lines(NK._scores.py_func, "kb = ", "").splitlines()[-1].strip() == "..."

@@ -22,15 +22,16 @@ __all__ = ["online_softmax_states", "opening_lines"]
 
 
 REMARK_COLUMNS = 96
-"""The widest a line :func:`opening_lines` adds may be (characters): JupyterLab's code area shows about 100 at
-1280 pixels; a longer one scrolls sideways."""
+"""The widest a line :func:`opening_lines` adds may be (characters): a little under what JupyterLab's code area
+shows at 1280 pixels, about 100 (the kernels' excerpts in lesson 03 have source lines of up to 98, seen to fit);
+a longer line scrolls sideways."""
 
 
 def opening_lines(function, through: str, rest: str) -> str:
     """``function``'s source (a numba kernel's ``py_func`` or any Python function) without its docstring, from
     its ``def`` line through the first line that holds ``through``, then ``...`` and a comment saying what
-    follows (``rest``, wrapped at :data:`REMARK_COLUMNS`). Raises ValueError naming ``through`` when no line holds
-    it."""
+    follows (``rest``; none when it is empty), wrapped between words at :data:`REMARK_COLUMNS`, or 20 columns
+    past the indentation where that is deeper. Raises ValueError naming ``through`` when no line holds it."""
     lines = textwrap.dedent(inspect.getsource(function)).splitlines()
     node = ast.parse("\n".join(lines)).body[0]
     first = node.body[1] if ast.get_docstring(node) is not None and len(node.body) > 1 else node.body[0]
@@ -40,7 +41,8 @@ def opening_lines(function, through: str, rest: str) -> str:
         shown.append(line)
         if through in line:
             indent = line[:len(line) - len(line.lstrip())]
-            remark = textwrap.wrap(rest, max(40, REMARK_COLUMNS - len(indent) - 2))
+            remark = textwrap.wrap(rest, max(20, REMARK_COLUMNS - len(indent) - 2), break_long_words=False,
+                                   break_on_hyphens=False)
             return "\n".join(shown + [f"{indent}..."] + [f"{indent}# {part}" for part in remark]) + "\n"
     raise ValueError(f"through={through!r}: no line of {function.__qualname__} holds it")
 

@@ -45,7 +45,7 @@ from pagedkv_lib.kernels.timing import quiet_read, time_interleaved
 
 
 IN_CACHE_TOKENS, IN_CACHE_CALLS = 256, 200
-BLOCK_SIZE = 16
+BLOCK_SIZE, HEAD_DIM = 16, 128
 STEP_BLOCKS = max(1, FD.STEP_TOKENS // BLOCK_SIZE)          # blocks per step, as the library's launch sets it
 
 
@@ -85,6 +85,13 @@ def read_in_kernel_order(b, k_cache, v_cache, block_tables, seq_lens, step_block
     sums[b] = total.sum()
 
 
+def batch_of(lens: list):
+    """A paged batch of ``lens`` tokens in this script's shape (32 query heads, 8 KV heads, ``HEAD_DIM``, fp32),
+    shuffled blocks, seed 0."""
+    return random_paged_batch(lens, block_size=BLOCK_SIZE, num_kv_heads=8, group=4, head_dim=HEAD_DIM,
+                              spare_blocks=0, seed=0)
+
+
 def program_in_cache():
     """A zero-argument call: the paged program on one request of ``IN_CACHE_TOKENS`` tokens, ``IN_CACHE_CALLS``
     times in a compiled loop; only the first of them reads its K/V from memory, the others from the caches."""
@@ -96,10 +103,9 @@ def program_in_cache():
         for _ in range(n):
             decode_request(0, q, k_cache, v_cache, block_tables, seq_lens, scale, None, step_blocks, ahead, out)
 
-    b = random_paged_batch([IN_CACHE_TOKENS], block_size=BLOCK_SIZE, num_kv_heads=8, group=4, head_dim=128,
-                           spare_blocks=0, seed=0)
+    b = batch_of([IN_CACHE_TOKENS])
     args = (as_array(b.q), as_array(b.k_cache), as_array(b.v_cache), as_array(b.block_tables.to(torch.int64)),
-            as_array(b.seq_lens), np.float32(128 ** -0.5), STEP_BLOCKS, PREFETCH_TOKENS,
+            as_array(b.seq_lens), np.float32(HEAD_DIM ** -0.5), STEP_BLOCKS, PREFETCH_TOKENS,
             np.empty(tuple(b.q.shape), dtype=np.float32))
     return lambda: calls(IN_CACHE_CALLS, *args)
 
@@ -107,7 +113,7 @@ def program_in_cache():
 def kernels_on(lens: list, threads: int) -> tuple:
     """``(contiguous twin, paged kernel, read in the paged kernel's order)`` as zero-argument calls on one batch of
     ``lens`` tokens, on huge pages; the read's requests go to ``threads`` threads, longest first, as the kernel's."""
-    b = random_paged_batch(lens, block_size=BLOCK_SIZE, num_kv_heads=8, group=4, head_dim=128, spare_blocks=0, seed=0)
+    b = batch_of(lens)
     k, v = on_huge_pages([CD.packed_kv(b.keys), CD.packed_kv(b.values)])
     b.k_cache, b.v_cache = on_huge_pages([b.k_cache, b.v_cache])
     seq_lens = as_array(b.seq_lens)
@@ -131,7 +137,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     lesson = rng.lognormal(6.0, 0.7, size=32).astype(int).clip(16, 2048).tolist()
     big_c, big_p, in_order = kernels_on(lesson, args.threads)
-    read = 2 * sum(lesson) * 8 * 128 * 4
+    read = 2 * sum(lesson) * 8 * HEAD_DIM * 4
     src, dst = on_huge_pages([torch.ones(read // 4), torch.zeros(read // 4)])
     parts = np.array_split(src.numpy(), args.threads)
     print(f"{args.threads} thread(s), {args.repeats} rounds; load average before {os.getloadavg()}")

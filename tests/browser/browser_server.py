@@ -160,7 +160,11 @@ def _launch_once(command, root: Path, log: Path, timeout: float, config: Path, n
         proc = subprocess.Popen(command(port), cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     server = Server(root, port, token, proc, log, runtime)
-    printed = lambda: log.read_bytes()[start:].decode(errors="replace")   # this try's output  # noqa: E731
+
+    def printed() -> str:
+        """This try's output so far."""
+        return log.read_bytes()[start:].decode(errors="replace")
+
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
